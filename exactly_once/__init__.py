@@ -1,0 +1,1 @@
+"""exactly_once."""

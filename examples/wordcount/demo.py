@@ -1,0 +1,103 @@
+"""The quick start: embedded broker, 100,000 words, word count with 2 containers, checked totals."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from samsa.examples.wordcount.generator import produce_words
+from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer
+from samsa.kafka.embedded import EmbeddedBroker
+from samsa.serde.registry import SerdeRegistry
+
+JOB = Path(__file__).with_name("job.yaml")
+
+
+def read_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
+    """The last count per word on the output topic."""
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
+    long_serde = SerdeRegistry({}).get("long")
+    try:
+        ends = {(topic, p): consumer.watermarks((topic, p))[1] for p in range(partitions)}
+        consumer.assign({tp: OFFSET_BEGINNING for tp in ends})
+        counts: dict[str, int] = {}
+        remaining = {tp for tp, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 60
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(5000, 0.5):
+                counts[msg.key().decode()] = long_serde.from_bytes(msg.value())
+                tp = (msg.topic(), msg.partition())
+                if msg.offset() >= ends[tp] - 1:
+                    remaining.discard(tp)
+        return counts
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--words", type=int, default=100_000)
+    parser.add_argument("--work-dir", type=Path, default=Path(".demo"))
+    parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
+    args = parser.parse_args()
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    args.work_dir.mkdir(parents=True)
+    broker = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        broker = EmbeddedBroker(data_dir=args.work_dir / "broker")
+        broker.start()
+        bootstrap = broker.bootstrap_servers
+        print(f"embedded broker at {bootstrap}")
+    try:
+        run_id = str(int(time.time()))
+        words, counts_topic = f"words-{run_id}", f"wordcount-counts-{run_id}"
+        admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+        admin.ensure_topic(words, 4)
+        admin.ensure_topic(counts_topic, 4)
+        admin.close()
+        started = time.monotonic()
+        expected = produce_words(bootstrap, words, args.words)
+        print(f"produced {args.words} words to {words} in {time.monotonic() - started:.1f} s")
+        started = time.monotonic()
+        cmd = [
+            sys.executable,
+            "-m",
+            "samsa.cli",
+            "run",
+            str(JOB),
+            "--until-caught-up",
+            f"--config=systems.kafka.bootstrap.servers={bootstrap}",
+            f"--config=task.inputs=kafka.{words}",
+            f"--config=task.outputs=kafka.{counts_topic}",
+            f"--config=systems.kafka.streams.{counts_topic}.samza.msg.serde=long",
+            f"--config=wordcount.output.stream={counts_topic}",
+            f"--config=job.id={run_id}",
+            f"--config=job.non-logged.store.base.dir={args.work_dir / 'state'}",
+        ]
+        rc = subprocess.call(cmd, env=os.environ.copy())
+        if rc != 0:
+            print(f"the job failed with exit code {rc}")
+            return rc
+        print(f"job caught up in {time.monotonic() - started:.1f} s")
+        counts = read_counts(bootstrap, counts_topic, 4)
+        print("top words:")
+        for word, n in sorted(counts.items(), key=lambda kv: -kv[1])[:10]:
+            print(f"  {word:<10} {n}")
+        total = sum(counts.values())
+        ok = counts == expected and total == args.words
+        print(f"total {total} of {args.words} words: {'OK' if ok else 'MISMATCH'}")
+        return 0 if ok else 1
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""librdkafka client configuration: the defaults Samsa applies and the bootstrap helper."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+LIBRDKAFKA_LOG = logging.getLogger("samsa.kafka.librdkafka")
+"""librdkafka's own log lines go here instead of stderr."""
+
+CONSUMER_DEFAULTS: Mapping[str, Any] = {
+    # Required by librdkafka but unused: Samsa only assign()s partitions and keeps offsets in checkpoints.
+    "group.id": "samsa-assign-only",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": False,
+    # Bounded prefetch per consumer; the dev broker answers empty fetches at once, so a small queue suffices.
+    "queued.max.messages.kbytes": 16384,
+    # The dev broker ignores fetch.max.bytes and may answer with very large fetch responses.
+    "receive.message.max.bytes": 2000000000,
+    "auto.offset.reset": "earliest",
+}
+
+PRODUCER_DEFAULTS: Mapping[str, Any] = {
+    "enable.idempotence": True,
+    # Same partition for a key as the Java client (Samza jobs and Kafka Streams agree on it).
+    "partitioner": "murmur2_random",
+    "linger.ms": 5,
+    # Success costs no callback; failures still reach the delivery callback and fail the task.
+    "delivery.report.only.error": True,
+}
+
+
+def client_config(bootstrap_servers: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A librdkafka config for `bootstrap_servers` plus `overrides` (which win)."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
+    if overrides:
+        config.update(overrides)
+    return config
+
+
+def with_defaults(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with every key of `defaults` it does not set itself."""
+    merged = dict(defaults)
+    merged.update(config)
+    return merged

@@ -1,0 +1,79 @@
+"""Errors raised by the Kafka layer: broker, topic, delivery and dev-broker failures."""
+
+from __future__ import annotations
+
+from samsa.exceptions import SamsaError
+
+
+class KafkaSystemError(SamsaError):
+    """Base class of every error from talking to Kafka (consumer, producer, admin, dev broker)."""
+
+
+class TopicNotFoundError(KafkaSystemError):
+    """One or more required topics do not exist on the cluster."""
+
+    def __init__(self, topics: list[str], bootstrap_servers: str | None = None) -> None:
+        self.topics = sorted(topics)
+        where = f" on {bootstrap_servers}" if bootstrap_servers else ""
+        super().__init__(
+            f"Topic(s) {', '.join(repr(t) for t in self.topics)} not found{where}. "
+            "Create them first (kafka-topics --create) or check the stream names in the job config."
+        )
+
+
+class TopicMismatchError(KafkaSystemError):
+    """A topic exists but its partition count or a required config differs from what the job needs."""
+
+    def __init__(self, topic: str, setting: str, expected: object, actual: object, fix: str) -> None:
+        self.topic = topic
+        self.setting = setting
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Topic {topic!r} has {setting}={actual} but {setting}={expected} is required. {fix}"
+        )
+
+
+class ProducerDeliveryError(KafkaSystemError):
+    """The broker (or librdkafka) rejected a produced message; the output was NOT written."""
+
+    def __init__(
+        self, topic: str, partition: int | None, error_name: str, reason: str, failures: int = 1
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.error_name = error_name
+        self.reason = reason
+        self.failures = failures
+        where = f"partition {partition}" if partition is not None and partition >= 0 else "(no partition)"
+        more = f" ({failures - 1} more message(s) failed too)" if failures > 1 else ""
+        super().__init__(
+            f"Could not deliver a message to topic {topic!r} {where}: {error_name}: {reason}{more}. "
+            "The task stops so no output is silently lost; fix the cause (e.g. message size against the "
+            "topic's max.message.bytes, topic permissions, broker reachability) and restart."
+        )
+
+
+class TransactionError(KafkaSystemError):
+    """A Kafka transaction call failed; `requires_abort` says whether aborting lets the producer go on."""
+
+    def __init__(
+        self, operation: str, reason: str, *, requires_abort: bool, retriable: bool, fatal: bool
+    ) -> None:
+        self.operation = operation
+        self.requires_abort = requires_abort
+        self.retriable = retriable
+        self.fatal = fatal
+        if fatal:
+            advice = "The producer is fenced or broken: close it and create a new one."
+        elif requires_abort:
+            advice = "Abort the transaction and replay its input from the last commit."
+        elif retriable:
+            advice = "The call may be retried."
+        else:
+            advice = "Check the broker and the transactional.id."
+        super().__init__(f"Kafka transaction {operation} failed: {reason}. {advice}")
+
+
+class BrokerStartError(KafkaSystemError):
+    """The embedded dev broker (noida-db) could not be found or did not come up."""

@@ -1,0 +1,203 @@
+"""Kafka producer (idempotent, optionally transactional) whose delivery failures fail the task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, with_defaults
+from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
+from samsa.kafka.message import Headers
+
+# Serve delivery reports this often even if the caller never polls, so failures surface early.
+_POLL_EVERY_SENDS = 1000
+# How long to wait for room when librdkafka's local queue is full.
+_QUEUE_FULL_POLL_S = 0.1
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+class KafkaProducer:
+    """Sends bytes to Kafka; any failed delivery is raised at the next send/poll/flush and stays raised."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        conf = with_defaults(config, PRODUCER_DEFAULTS)
+        self._user_on_delivery: DeliveryCallback | None = conf.pop("on_delivery", None)
+        conf["on_delivery"] = self._on_delivery
+        conf.setdefault("error_cb", self._on_client_error)
+        conf.setdefault("logger", LIBRDKAFKA_LOG)
+        self._bootstrap = str(conf.get("bootstrap.servers", "?"))
+        self._transactional = bool(conf.get("transactional.id"))
+        self._failure: KafkaSystemError | None = None
+        self._failed_deliveries = 0
+        self._sends = 0
+        self._producer = Producer(conf)
+        self._produce = self._producer.produce
+        self._closed = False
+
+    # -- the per-message path -----------------------------------------------------------------------------
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+    ) -> None:
+        """Queue one message; partition None means by key (murmur2, as Java) or random for a null key."""
+        if self._failure is not None:
+            raise self._failure
+        part = -1 if partition is None else partition
+        try:
+            self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=headers)  # type: ignore[arg-type]
+        except BufferError:
+            self._send_when_room(topic, value, key, part, headers, timestamp)
+        except KafkaException as e:
+            raise self._rejected(topic, part, e) from e
+        self._sends += 1
+        if self._sends >= _POLL_EVERY_SENDS:
+            self._sends = 0
+            self._producer.poll(0)
+            if self._failure is not None:
+                raise self._failure
+
+    def _send_when_room(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        part: int,
+        headers: Headers | None,
+        timestamp: int | None,
+    ) -> None:
+        # The local queue is full: serve delivery reports until librdkafka accepts the message. This ends:
+        # undeliverable messages fail after message.timeout.ms and then raise here.
+        while True:
+            self._producer.poll(_QUEUE_FULL_POLL_S)
+            if self._failure is not None:
+                raise self._failure
+            try:
+                self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=headers)  # type: ignore[arg-type]
+                return
+            except BufferError:
+                continue
+            except KafkaException as e:
+                raise self._rejected(topic, part, e) from e
+
+    def _rejected(self, topic: str, partition: int, e: KafkaException) -> ProducerDeliveryError:
+        err = e.args[0]
+        if isinstance(err, KafkaError):
+            return ProducerDeliveryError(topic, partition, err.name(), err.str())
+        return ProducerDeliveryError(topic, partition, type(e).__name__, str(e))
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        # Called only for failures (delivery.report.only.error) unless the user turned that off.
+        if err is not None:
+            self._failed_deliveries += 1
+            first = self._failure if isinstance(self._failure, ProducerDeliveryError) else None
+            if first is None:
+                self._failure = ProducerDeliveryError(
+                    msg.topic() or "?", msg.partition(), err.name(), err.str()
+                )
+            else:  # report the first failure, with the count of all
+                self._failure = ProducerDeliveryError(
+                    first.topic, first.partition, first.error_name, first.reason, self._failed_deliveries
+                )
+        if self._user_on_delivery is not None:
+            self._user_on_delivery(err, msg)
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._failure = KafkaSystemError(
+                f"Fatal Kafka producer error ({self._bootstrap}): {err.name()}: {err.str()}. "
+                "Messages may be lost or duplicated past this point; restart the task from its checkpoint."
+            )
+        else:
+            LIBRDKAFKA_LOG.warning("Kafka producer (%s): %s: %s", self._bootstrap, err.name(), err.str())
+
+    # -- draining -------------------------------------------------------------------------------------------
+    def poll(self, timeout: float = 0) -> int:
+        """Serve delivery reports; raises a recorded delivery failure. Returns the number of events served."""
+        served = self._producer.poll(timeout)
+        if self._failure is not None:
+            raise self._failure
+        return served
+
+    def flush(self, timeout: float = 60) -> None:
+        """Wait until every queued message is delivered; raises on any failure or if some remain."""
+        remaining = self._producer.flush(timeout)
+        if self._failure is not None:
+            raise self._failure
+        if remaining > 0:
+            raise KafkaSystemError(
+                f"{remaining} message(s) still undelivered after flushing {timeout}s ({self._bootstrap}). "
+                "The broker is slow or unreachable; the task must not commit."
+            )
+
+    def pending(self) -> int:
+        """Messages queued or in flight."""
+        return len(self._producer)
+
+    def close(self, timeout: float = 60) -> None:
+        """Flush (raising like flush) and release the client; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(timeout)
+        finally:
+            self._producer.close()
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions (config has transactional.id) ---------------------------------------------------------
+    def init_transactions(self, timeout: float = 30) -> None:
+        """Register the transactional.id with the broker, fencing older producers that use it."""
+        self._transaction_call("init_transactions", self._producer.init_transactions, timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction; every send until commit/abort belongs to it."""
+        self._transaction_call("begin_transaction", self._producer.begin_transaction)
+
+    def commit_transaction(self, timeout: float = 60) -> None:
+        """Flush and commit; raises ProducerDeliveryError or TransactionError (then abort) on failure."""
+        if self._failure is not None:
+            raise self._failure
+        self._transaction_call("commit_transaction", self._producer.commit_transaction, timeout)
+        if self._failure is not None:
+            raise self._failure
+
+    def abort_transaction(self, timeout: float = 60) -> None:
+        """Abort: the transaction's messages are never shown to read_committed consumers."""
+        self._transaction_call("abort_transaction", self._producer.abort_transaction, timeout)
+        # Failed deliveries belonged to the aborted transaction; the producer may go on.
+        if isinstance(self._failure, ProducerDeliveryError):
+            self._failure = None
+            self._failed_deliveries = 0
+
+    def _transaction_call(self, name: str, call: Callable[..., None], *args: float) -> None:
+        if not self._transactional:
+            raise KafkaSystemError(
+                f"{name} needs a transactional producer: set transactional.id in its config"
+            )
+        try:
+            call(*args)
+        except KafkaException as e:
+            err = e.args[0]
+            if not isinstance(err, KafkaError):
+                raise TransactionError(
+                    name, str(e), requires_abort=False, retriable=False, fatal=False
+                ) from e
+            raise TransactionError(
+                name,
+                f"{err.name()}: {err.str()}",
+                requires_abort=err.txn_requires_abort(),
+                retriable=err.retriable(),
+                fatal=err.fatal(),
+            ) from e

@@ -1,0 +1,28 @@
+"""Finds a class named `module:Class` or `module.Class` in config, naming the key when it cannot."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from samsa.runtime.exceptions import ConfigError
+
+
+def load_object(path: str, key: str) -> Any:
+    """Imports `module:attr` or `module.attr`; errors name `key` and say what to check."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"{key}={path!r} must be a 'module:Class' or 'module.Class' path")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(
+            f"{key}={path!r}: cannot import module {module_name!r} ({e}); "
+            f"check the name and that it is on PYTHONPATH or in the working directory"
+        ) from e
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{key}={path!r}: module {module_name!r} has no attribute {attr!r}") from None

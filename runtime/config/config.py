@@ -1,0 +1,82 @@
+"""A validated job config: raw string values plus typed access through the key registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from samsa.runtime.config.keys import KEYS, build_registry
+from samsa.runtime.config.loader import load_raw
+from samsa.runtime.config.registry import Key, KeyRegistry
+from samsa.runtime.exceptions import ConfigError
+
+
+@cache
+def default_registry() -> KeyRegistry:
+    """The job-config registry, with the serde options the serde package documents."""
+    from samsa.serde.registry import SERDE_CONFIG_KEYS
+
+    known = {k.pattern for k in KEYS}
+    extra = [Key(pattern, "str", doc) for pattern, doc in SERDE_CONFIG_KEYS.items() if pattern not in known]
+    return build_registry(extra)
+
+
+class Config(Mapping[str, str]):
+    """Every key is checked at construction: an unknown key under a Samsa prefix or a bad value fails."""
+
+    def __init__(self, raw: Mapping[str, str], registry: KeyRegistry | None = None) -> None:
+        self._raw = {str(k): str(v) for k, v in raw.items()}
+        self.registry = registry or default_registry()
+        self._typed: dict[str, object] = {}
+        for key, value in self._raw.items():
+            found = self.registry.lookup(key)
+            if found is None:
+                if self.registry.governs(key):
+                    close = self.registry.suggest(key)
+                    hint = f"; did you mean {close!r}?" if close else "; see `samsa config keys`"
+                    raise ConfigError(f"unknown config key {key!r}{hint}")
+                continue  # a user's own key, for their task to read
+            self._typed[key] = found[0].parse(key, value)
+
+    @classmethod
+    def load(cls, source: str | Path | Mapping[str, Any]) -> Config:
+        """Loads and validates a .properties / YAML file or a dict."""
+        return cls(load_raw(source))
+
+    def __getitem__(self, key: str) -> str:
+        return self._raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def value(self, key: str) -> Any:
+        """The typed value of `key`, its registry default when unset, or None."""
+        if key in self._typed:
+            return self._typed[key]
+        found = self.registry.lookup(key)
+        if found is None:
+            return self._raw.get(key)
+        entry = found[0]
+        if entry.default is None:
+            return None
+        return Key(entry.pattern, entry.type, entry.doc, choices=entry.choices).parse(key, entry.default)
+
+    def required(self, key: str) -> Any:
+        """The typed value of `key`; raises naming the key when it is unset."""
+        value = self.value(key)
+        if value is None or value == "" or value == []:
+            raise ConfigError(f"{key} is required; set it in the job config")
+        return value
+
+    def subset(self, prefix: str) -> dict[str, str]:
+        """Keys under `prefix`, with the prefix stripped (e.g. librdkafka pass-through settings)."""
+        return {k[len(prefix) :]: v for k, v in self._raw.items() if k.startswith(prefix)}
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> Config:
+        """A new validated config with `overrides` applied."""
+        return Config({**self._raw, **overrides}, self.registry)

@@ -1,0 +1,123 @@
+"""The job's settings read from a validated Config, with cross-key checks done once at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from samsa.runtime.config.config import Config
+from samsa.runtime.exceptions import ConfigError
+from samsa.streams import SystemStream
+
+
+def parse_stream(text: str, key: str) -> SystemStream:
+    """Parses `<system>.<stream>` (the stream may contain dots), naming `key` when malformed."""
+    system, sep, stream = text.strip().partition(".")
+    if not sep or not system or not stream:
+        raise ConfigError(f"{key}: {text!r} is not <system>.<stream>, e.g. kafka.words")
+    return SystemStream(system, stream)
+
+
+@dataclass(frozen=True)
+class SystemSettings:
+    """One `systems.<sys>.*` block."""
+
+    name: str
+    factory: str
+    bootstrap_servers: str
+    consumer: dict[str, str]
+    producer: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """Per-stream settings, with the system's values filled in where the stream sets none."""
+
+    stream: SystemStream
+    key_serde: str
+    msg_serde: str
+    bootstrap: bool
+    reset_offset: bool
+    offset_default: str  # "oldest" | "upcoming"
+
+
+class JobConfig:
+    """Typed, cross-checked view of the job config used by the coordinator and containers."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.name: str = config.required("job.name")
+        self.id: str = config.value("job.id")
+        self.task_class: str = config.required("task.class")
+        self.inputs = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
+        self.outputs = [parse_stream(s, "task.outputs") for s in config.value("task.outputs") or []]
+        self.container_count: int = config.value("job.container.count")
+        self.commit_ms: int = config.value("task.commit.ms")
+        self.window_ms: int = config.value("task.window.ms")
+        self.deserialization_policy: str = config.value("task.deserialization.error.policy")
+        self.batch_size: int = config.value("task.consumer.batch.size")
+        self.shutdown_ms: int = config.value("task.shutdown.ms")
+        self.logged_store_dir = Path(config.value("job.logged.store.base.dir"))
+        self.non_logged_store_dir = Path(config.value("job.non-logged.store.base.dir"))
+        self.prometheus_port: int | None = config.value("metrics.prometheus.port")
+        self.max_restarts: int = config.value("deploy.local.max.restarts")
+        self._check()
+
+    @property
+    def job_key(self) -> str:
+        """`<job.name>-<job.id>`: names the job's internal topics and state dirs."""
+        return f"{self.name}-{self.id}"
+
+    def dlq_stream(self, system: str) -> SystemStream:
+        """The dead-letter stream for an input on `system`."""
+        configured = self.config.value("task.deserialization.dlq.stream")
+        if configured:
+            return parse_stream(configured, "task.deserialization.dlq.stream")
+        return SystemStream(system, f"samsa-dlq-{self.job_key}")
+
+    @cached_property
+    def systems(self) -> dict[str, SystemSettings]:
+        """Every system the inputs and outputs name, with its client settings."""
+        names = {s.system for s in (*self.inputs, *self.outputs)}
+        names |= {k.split(".")[1] for k in self.config if k.startswith("systems.") and k.count(".") >= 2}
+        out = {}
+        for name in sorted(names):
+            prefix = f"systems.{name}."
+            factory = self.config.value(f"{prefix}samza.factory")
+            if factory is None:
+                raise ConfigError(
+                    f"{prefix}samza.factory is required: system {name!r} is used but not defined"
+                )
+            bootstrap = self.config.value(f"{prefix}bootstrap.servers") or ""
+            consumer = self.config.subset(f"{prefix}consumer.")
+            producer = self.config.subset(f"{prefix}producer.")
+            if not bootstrap:
+                bootstrap = consumer.get("bootstrap.servers") or producer.get("bootstrap.servers") or ""
+            if factory == "kafka" and not bootstrap:
+                raise ConfigError(f"{prefix}bootstrap.servers is required for Kafka system {name!r}")
+            out[name] = SystemSettings(name, factory, bootstrap, consumer, producer)
+        return out
+
+    def stream(self, stream: SystemStream) -> StreamSettings:
+        """Settings of one stream, falling back to its system's."""
+        sys_prefix = f"systems.{stream.system}."
+        prefix = f"{sys_prefix}streams.{stream.stream}.samza."
+        value = self.config.value
+        return StreamSettings(
+            stream=stream,
+            key_serde=value(f"{prefix}key.serde") or value(f"{sys_prefix}samza.key.serde"),
+            msg_serde=value(f"{prefix}msg.serde") or value(f"{sys_prefix}samza.msg.serde"),
+            bootstrap=bool(value(f"{prefix}bootstrap")),
+            reset_offset=bool(value(f"{prefix}reset.offset")),
+            offset_default=value(f"{prefix}offset.default") or value(f"{sys_prefix}samza.offset.default"),
+        )
+
+    def _check(self) -> None:
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ConfigError("task.inputs lists a stream twice; list each <system>.<stream> once")
+        for ss in (*self.inputs, *self.outputs):
+            if ss.system not in self.systems:
+                raise ConfigError(
+                    f"{ss} names system {ss.system!r}; define systems.{ss.system}.samza.factory"
+                )

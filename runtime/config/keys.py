@@ -1,0 +1,218 @@
+"""Every job-config key Samsa knows, written as Samza writes them (see CONFIG.md)."""
+
+from samsa.runtime.config.registry import Key, KeyRegistry
+
+_DURABLE = "durable state arrives with changelogs and state backends"
+_BLOB = "blob-store backup arrives with the blob-store backend"
+_ADJUNCT = "adjunct data stores are not built yet"
+_EOS = "exactly-once processing is not built yet"
+_SPARK = "Spark deployment is not built yet"
+_INMEMORY = "the in-memory system arrives with the broker-less test kit"
+
+KEYS = [
+    # Job and tasks
+    Key("job.name", "str", "Name of the job; with job.id it names internal topics and state dirs."),
+    Key("job.id", "str", "Instance id of the job, to run several copies of one job.", default="1"),
+    Key("task.class", "class", "The StreamTask class, as module:Class or module.Class on PYTHONPATH."),
+    Key("task.inputs", "list", "Comma list of <system>.<stream> the tasks consume."),
+    Key("task.broadcast.inputs", "list", "Partitions every task consumes.", not_yet=_ADJUNCT),
+    Key(
+        "task.outputs",
+        "list",
+        "Comma list of <system>.<stream> the task may send to; checked to exist at start.",
+    ),
+    Key("job.container.count", "int", "How many containers run the job's tasks.", default="1", minimum=1),
+    Key(
+        "task.commit.ms",
+        "int",
+        "How often each task commits (flush outputs and stores, checkpoint offsets); -1 for manual only.",
+        default="60000",
+        minimum=1,
+        allow_off=True,
+    ),
+    Key(
+        "task.window.ms",
+        "int",
+        "How often StreamTask.window runs; -1 turns it off.",
+        default="-1",
+        minimum=1,
+        allow_off=True,
+    ),
+    Key(
+        "task.commit.max.delay.ms",
+        "int",
+        "How long a commit may be skipped while the previous async upload runs.",
+        default="60000",
+        not_yet="async commit arrives with durable state",
+    ),
+    Key(
+        "task.commit.timeout.ms",
+        "int",
+        "How long a commit blocks on the previous async upload before failing.",
+        default="1800000",
+        not_yet="async commit arrives with durable state",
+    ),
+    Key(
+        "task.deserialization.error.policy",
+        "enum",
+        "What an undeserializable input message does: fail the task, skip it (counted), or send it to "
+        "the dead-letter topic.",
+        default="fail",
+        choices=("fail", "skip", "dlq"),
+    ),
+    Key(
+        "task.deserialization.dlq.stream",
+        "str",
+        "Dead-letter stream for the dlq policy, on the failing input's system "
+        "(default samsa-dlq-<job.name>-<job.id>).",
+    ),
+    Key(
+        "task.checkpoint.system",
+        "str",
+        "System holding the checkpoint and coordinator topics (default: the first input's system).",
+    ),
+    Key(
+        "task.consumer.batch.size",
+        "int",
+        "How many messages the chooser takes from one partition before moving to the next.",
+        default="1",
+        minimum=1,
+    ),
+    Key(
+        "task.shutdown.ms",
+        "int",
+        "How long a container may take to stop gracefully (finish, flush, commit) before it is killed.",
+        default="30000",
+        minimum=1,
+    ),
+    Key(
+        "job.processing.guarantee",
+        "enum",
+        "at_least_once, or exactly_once.",
+        default="at_least_once",
+        choices=("at_least_once", "exactly_once"),
+        values_not_yet={"exactly_once": _EOS},
+    ),
+    Key("task.eos.buffer.max.bytes", "int", "On-disk buffer bound per task.", not_yet=_EOS),
+    Key("task.eos.barrier.timeout.ms", "int", "How long a missing marker waits.", not_yet=_EOS),
+    Key("job.logged.store.base.dir", "path", "Directory of stores with a backup.", default="./state"),
+    Key("job.non-logged.store.base.dir", "path", "Directory of stores without a backup.", default="./state"),
+    Key(
+        "job.deploy",
+        "enum",
+        "Where containers run (samsa run --deploy overrides).",
+        default="local",
+        choices=("local", "spark"),
+        values_not_yet={"spark": _SPARK},
+    ),
+    Key(
+        "deploy.local.max.restarts",
+        "int",
+        "Container restarts the local supervisor allows per 10 minutes before it gives up.",
+        default="10",
+        minimum=0,
+    ),
+    Key("deploy.spark.master", "str", "Spark master URL.", not_yet=_SPARK),
+    Key("deploy.spark.conf.*", "passthrough", "Passed to Spark.", not_yet=_SPARK),
+    Key("deploy.spark.max.restarts", "int", "Container restarts per 10 minutes.", not_yet=_SPARK),
+    Key("deploy.spark.heartbeat.timeout.ms", "int", "Driver heartbeat timeout.", not_yet=_SPARK),
+    Key(
+        "metrics.prometheus.port",
+        "int",
+        "Serve Prometheus metrics on this port (per container: port + N).",
+        minimum=0,
+    ),
+    # Systems and streams
+    Key(
+        "systems.<sys>.samza.factory",
+        "class",
+        "The system's kind: kafka or inmemory.",
+        choices=("kafka", "inmemory"),
+        values_not_yet={"inmemory": _INMEMORY},
+    ),
+    Key("systems.<sys>.bootstrap.servers", "str", "Kafka host:port list of the system."),
+    Key("systems.<sys>.consumer.*", "passthrough", "Passed to librdkafka's consumer as is."),
+    Key("systems.<sys>.producer.*", "passthrough", "Passed to librdkafka's producer as is."),
+    Key("systems.<sys>.samza.key.serde", "str", "Key serde of the system's streams.", default="bytes"),
+    Key("systems.<sys>.samza.msg.serde", "str", "Message serde of the system's streams.", default="bytes"),
+    Key(
+        "systems.<sys>.samza.offset.default",
+        "enum",
+        "Where a partition without a checkpoint starts.",
+        default="upcoming",
+        choices=("oldest", "upcoming"),
+    ),
+    Key("systems.<sys>.streams.<stream>.samza.key.serde", "str", "Key serde of this stream."),
+    Key("systems.<sys>.streams.<stream>.samza.msg.serde", "str", "Message serde of this stream."),
+    Key(
+        "systems.<sys>.streams.<stream>.samza.bootstrap",
+        "bool",
+        "Read this stream to the high watermark seen at start before other inputs.",
+        default="false",
+    ),
+    Key(
+        "systems.<sys>.streams.<stream>.samza.reset.offset",
+        "bool",
+        "Ignore this stream's checkpointed offset at start.",
+        default="false",
+    ),
+    Key(
+        "systems.<sys>.streams.<stream>.samza.offset.default",
+        "enum",
+        "Where a partition of this stream without a checkpoint starts.",
+        choices=("oldest", "upcoming"),
+    ),
+    Key(
+        "systems.<sys>.streams.<stream>.samza.intermediate",
+        "bool",
+        "The stream links two exactly-once jobs.",
+        not_yet=_EOS,
+    ),
+    Key(
+        "serializers.registry.<name>.class",
+        "class",
+        "A serde factory path, or a built-in serde name.",
+        choices=("bytes", "string", "json", "integer", "long", "avro"),
+    ),
+    # Stores
+    Key(
+        "stores.<s>.factory",
+        "class",
+        "The store engine: rocksdb, inmemory, or a module:Class path.",
+        choices=("rocksdb", "inmemory"),
+    ),
+    Key("stores.<s>.key.serde", "str", "Key serde of the store.", default="bytes"),
+    Key("stores.<s>.msg.serde", "str", "Value serde of the store.", default="bytes"),
+    Key("stores.<s>.changelog", "str", "Changelog stream of the store.", not_yet=_DURABLE),
+    Key("stores.backup.factories", "list", "Backup factories of all stores.", not_yet=_DURABLE),
+    Key("stores.restore.factories", "list", "Restore factories of all stores.", not_yet=_DURABLE),
+    Key("stores.<s>.backup.factories", "list", "Backup factories of the store.", not_yet=_DURABLE),
+    Key("stores.<s>.restore.factories", "list", "Restore factories of the store.", not_yet=_DURABLE),
+    Key("blobstore.local.dir", "path", "Embedded blob store directory.", not_yet=_BLOB),
+    Key("blobstore.s3.bucket", "str", "S3 bucket of the blob store.", not_yet=_BLOB),
+    Key("blobstore.s3.prefix", "str", "S3 key prefix.", not_yet=_BLOB),
+    Key("blobstore.s3.endpoint.url", "str", "S3 endpoint URL.", not_yet=_BLOB),
+    Key("blobstore.s3.region", "str", "S3 region.", not_yet=_BLOB),
+    # Adjunct stores
+    Key("stores.<s>.adstore.input", "str", "Stream feeding the adjunct store.", not_yet=_ADJUNCT),
+    Key("stores.<s>.adstore.key.value.extractor.factory", "str", "Key/value extractor.", not_yet=_ADJUNCT),
+    Key("stores.adstore.manager.factory", "str", "Adjunct store manager.", not_yet=_ADJUNCT),
+    Key("stores.<s>.adstore.max.staleness.ms", "int", "Maximum staleness.", not_yet=_ADJUNCT),
+]
+
+# A key under one of these prefixes that the registry does not know is a mistake, not a user's own key.
+GOVERNED_PREFIXES = (
+    "job.",
+    "task.",
+    "systems.",
+    "stores.",
+    "serializers.",
+    "metrics.",
+    "deploy.",
+    "blobstore.",
+)
+
+
+def build_registry(extra: list[Key] | None = None) -> KeyRegistry:
+    """The registry of all keys, plus keys contributed by packages (serde options, ...)."""
+    return KeyRegistry([*KEYS, *(extra or [])], GOVERNED_PREFIXES)

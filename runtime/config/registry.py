@@ -1,0 +1,157 @@
+"""The registry of known job-config keys: pattern, type, default and a doc line for each."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from samsa.runtime.exceptions import ConfigError
+
+# Placeholder names that may themselves contain dots (Kafka topic names do); all others are one segment.
+_DOTTED_PLACEHOLDERS = {"stream"}
+_PLACEHOLDER = re.compile(r"<([a-z]+)>")
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(f"{key}={raw!r} is not a boolean: write true or false")
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not an integer: write a whole number such as 60000") from None
+
+
+def _parse_list(key: str, raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One documented config key or key pattern (placeholders in angle brackets)."""
+
+    pattern: str
+    type: str  # "str" | "int" | "bool" | "list" | "enum" | "class" | "path" | "passthrough"
+    doc: str
+    default: str | None = None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    allow_off: bool = False  # -1 turns a timer off
+    # Keys from CONFIG.md that a later issue builds: set -> rejected with this reason.
+    not_yet: str | None = None
+    # Values of a supported key that a later issue builds, e.g. exactly_once.
+    values_not_yet: dict[str, str] = field(default_factory=dict)
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = re.split(r"(<[a-z]+>)", self.pattern)
+        out = []
+        for part in parts:
+            m = _PLACEHOLDER.fullmatch(part)
+            if m:
+                out.append("(.+)" if m.group(1) in _DOTTED_PLACEHOLDERS else "([^.]+)")
+            elif part.endswith("*"):
+                out.append(re.escape(part[:-1]) + ".+")
+            else:
+                out.append(re.escape(part))
+        object.__setattr__(self, "regex", re.compile("".join(out)))
+
+    @property
+    def is_pattern(self) -> bool:
+        return "<" in self.pattern or self.pattern.endswith("*")
+
+    def parse(self, key: str, raw: str) -> object:
+        """Turns a raw string into this key's typed value, or raises naming the key."""
+        if self.not_yet:
+            raise ConfigError(f"{key} is not supported yet ({self.not_yet}); remove it from the job config")
+        if self.type == "int":
+            value = _parse_int(key, raw)
+            if self.minimum is not None and value < self.minimum and not (self.allow_off and value == -1):
+                off = " or -1 to turn it off" if self.allow_off else ""
+                raise ConfigError(f"{key}={raw!r} must be at least {self.minimum}{off}")
+            return value
+        if self.type == "bool":
+            return _parse_bool(key, raw)
+        if self.type == "list":
+            return _parse_list(key, raw)
+        if self.type == "enum":
+            value_s = raw.strip()
+            if value_s in self.values_not_yet:
+                raise ConfigError(
+                    f"{key}={value_s} is not supported yet ({self.values_not_yet[value_s]}); "
+                    f"use one of: {', '.join(c for c in self.choices if c not in self.values_not_yet)}"
+                )
+            if value_s not in self.choices:
+                close = difflib.get_close_matches(value_s, self.choices, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"{key}={raw!r} is not one of {', '.join(self.choices)}{hint}")
+            return value_s
+        if self.type == "class":
+            value_s = raw.strip()
+            if self.choices and value_s in self.choices:
+                if value_s in self.values_not_yet:
+                    raise ConfigError(
+                        f"{key}={value_s} is not supported yet ({self.values_not_yet[value_s]})"
+                    )
+                return value_s
+            if not re.fullmatch(r"[A-Za-z_][\w.]*([:.][A-Za-z_]\w*)", value_s):
+                allowed = f"one of {', '.join(self.choices)} or " if self.choices else ""
+                raise ConfigError(f"{key}={raw!r} must be {allowed}a 'module:Class' or 'module.Class' path")
+            return value_s
+        return raw.strip() if self.type != "passthrough" else raw
+
+
+class KeyRegistry:
+    """Looks keys up by exact name first, then by pattern; suggests close matches for typos."""
+
+    def __init__(self, keys: Iterable[Key], prefixes: Iterable[str]) -> None:
+        self.keys = list(keys)
+        self._exact = {k.pattern: k for k in self.keys if not k.is_pattern}
+        # Longer patterns first so `systems.<sys>.streams.<stream>.samza.msg.serde` wins over broader ones.
+        self._patterns = sorted((k for k in self.keys if k.is_pattern), key=lambda k: -len(k.pattern))
+        self.prefixes = tuple(prefixes)
+
+    def lookup(self, key: str) -> tuple[Key, tuple[str, ...]] | None:
+        """The registry entry for `key` and the placeholder values it matched, or None."""
+        exact = self._exact.get(key)
+        if exact is not None:
+            return exact, ()
+        for k in self._patterns:
+            m = k.regex.fullmatch(key)
+            if m:
+                return k, m.groups()
+        return None
+
+    def governs(self, key: str) -> bool:
+        """Whether `key` sits under a prefix Samsa owns (so an unknown key there is a mistake)."""
+        return key.startswith(self.prefixes)
+
+    def suggest(self, key: str) -> str | None:
+        """The closest known key, with placeholders filled from `key`'s own segments."""
+        segments = key.split(".")
+        candidates = []
+        for k in self.keys:
+            pattern_segments = k.pattern.split(".")
+            filled = [
+                segments[i] if _PLACEHOLDER.fullmatch(seg) and i < len(segments) else seg
+                for i, seg in enumerate(pattern_segments)
+            ]
+            candidates.append(".".join(filled).rstrip("*"))
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
+        return close[0] if close else None
+
+    def render(self, describe: Callable[[Key], str] | None = None) -> str:
+        """A table of every key for `samsa config keys`."""
+        lines = []
+        for k in sorted(self.keys, key=lambda k: k.pattern):
+            default = "" if k.default is None else f" [default: {k.default}]"
+            kind = k.type if not k.choices else f"{k.type}: {'|'.join(k.choices)}"
+            status = f" (not supported yet: {k.not_yet})" if k.not_yet else ""
+            lines.append(f"{k.pattern}  <{kind}>{default}{status}\n    {k.doc}")
+        return "\n".join(lines)

@@ -1,0 +1,265 @@
+"""A container: builds its task instances from the job model, restores positions, runs the loop, commits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from samsa.checkpoint.model import Checkpoint
+from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
+from samsa.runtime import metrics as m
+from samsa.runtime.classpath import load_object
+from samsa.runtime.collector import OutputCollector
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
+from samsa.runtime.exceptions import ConfigError, ContainerError, MessageDeserializationError
+from samsa.runtime.job_model import ContainerModel
+from samsa.runtime.prometheus import PrometheusServer
+from samsa.runtime.run_loop import PartitionBuffer, RunLoop
+from samsa.runtime.task import StreamTask
+from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
+from samsa.serde.registry import SerdeRegistry
+from samsa.stores.factory import store_specs
+from samsa.stores.storage_manager import TaskStorage
+from samsa.streams import SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+
+def pid_dir(job: JobConfig) -> Path:
+    """Where running containers leave their pid files (so `checkpoint reset` can refuse a live job)."""
+    return job.non_logged_store_dir / job.job_key
+
+
+class Container:
+    """Runs the tasks of one container model until stopped, caught up, or asked to shut down."""
+
+    def __init__(self, job: JobConfig, model: ContainerModel, until_caught_up: bool = False) -> None:
+        self.job = job
+        self.model = model
+        self.until_caught_up = until_caught_up
+        self.registry = m.MetricsRegistry()
+        self._loop: RunLoop | None = None
+        self._stop_requested = False
+        self._serdes = SerdeRegistry(job.config)
+        self._producers: dict[str, KafkaProducer] = {}
+        self._consumers: dict[str, KafkaConsumer] = {}
+        self._tasks: list[TaskInstance] = []
+        self._checkpoints = checkpoint_manager(job)
+        self._bad_messages: dict[tuple[str, str], m.Counter] = {}
+
+    def stop(self) -> None:
+        """Graceful stop: finish the message in hand, flush, commit, close (signal-handler safe)."""
+        self._stop_requested = True
+        if self._loop is not None:
+            self._loop.stop()
+
+    # -- start ------------------------------------------------------------------------------------
+    def _build_tasks(self, checkpoints: dict[str, Checkpoint]) -> None:
+        task_class = load_object(self.job.task_class, "task.class")
+        if not (isinstance(task_class, type) and issubclass(task_class, StreamTask)):
+            raise ConfigError(f"task.class={self.job.task_class!r} is not a samsa.StreamTask subclass")
+        collector = OutputCollector(self.job, self._producers, self._serdes)
+        specs = store_specs(self.job.config)
+        for tm in self.model.tasks:
+            storage = TaskStorage(
+                specs, self._serdes, self.job.non_logged_store_dir, self.job.job_key, tm.name
+            )
+            context = TaskContextImpl(
+                tm.name, self.model.id, self.job.config, frozenset(tm.partitions), storage
+            )
+            ti = TaskInstance(
+                tm,
+                task_class(),
+                storage,
+                context,
+                collector,
+                self.registry,
+                self.job.commit_ms,
+                self.job.window_ms,
+            )
+            ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name)))
+            self._tasks.append(ti)
+
+    def _start_offsets(
+        self, partitions: Sequence[SystemStreamPartition], checkpoint: Checkpoint | None
+    ) -> dict[SystemStreamPartition, int]:
+        out = {}
+        for ssp in partitions:
+            settings = self.job.stream(ssp.system_stream)
+            low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+            saved = None if checkpoint is None or settings.reset_offset else checkpoint.offsets.get(ssp)
+            if saved is None:
+                out[ssp] = low if settings.offset_default == "oldest" else high
+            elif saved < low:
+                log.warning(
+                    "%s: checkpointed offset %d was deleted by retention; starting at %d", ssp, saved, low
+                )
+                out[ssp] = low
+            else:
+                out[ssp] = saved
+        return out
+
+    def _buffers(self) -> list[tuple[KafkaConsumer, dict[tuple[str, int], PartitionBuffer]]]:
+        sources: dict[str, dict[tuple[str, int], PartitionBuffer]] = {}
+        for ti in self._tasks:
+            for ssp in ti.model.partitions:
+                settings = self.job.stream(ssp.system_stream)
+                key_serde = self._serdes.get(settings.key_serde, ssp.stream, is_key=True)
+                msg_serde = self._serdes.get(settings.msg_serde, ssp.stream, is_key=False)
+                buf = PartitionBuffer(
+                    ssp,
+                    ti,
+                    self._consumers[ssp.system],
+                    (settings.key_serde, key_serde.from_bytes),
+                    (settings.msg_serde, msg_serde.from_bytes),
+                    bootstrap=settings.bootstrap,
+                )
+                sources.setdefault(ssp.system, {})[buf.tp] = buf
+                self.registry.gauge_fn(
+                    m.CONSUMER_LAG,
+                    "Messages between the task's position and the partition's high watermark",
+                    {"task": ti.name, "topic": ssp.stream, "partition": str(ssp.partition)},
+                    self._lag_fn(ti, ssp),
+                )
+        return [(self._consumers[system], routes) for system, routes in sources.items()]
+
+    def _lag_fn(self, ti: TaskInstance, ssp: SystemStreamPartition) -> Any:
+        consumer = self._consumers[ssp.system]
+
+        def lag() -> float:
+            _, high = consumer.watermarks((ssp.stream, ssp.partition), cached=True)
+            return float(max(0, high - ti.offsets.get(ssp, high)))
+
+        return lag
+
+    # -- commit -----------------------------------------------------------------------------------
+    def commit(self, tasks: Sequence[TaskInstance]) -> None:
+        """At-least-once commit: offsets captured first, then outputs and stores flushed, then checkpoints."""
+        start = time.perf_counter_ns()
+        captured = [(ti, Checkpoint(dict(ti.offsets))) for ti in tasks]
+        for producer in self._producers.values():
+            producer.flush()
+        for ti in tasks:
+            ti.storage.flush()
+        for ti, checkpoint in captured:
+            self._checkpoints.write(ti.name, checkpoint)
+        self._checkpoints.flush()
+        elapsed = time.perf_counter_ns() - start
+        for ti in tasks:
+            ti.committed(elapsed)
+
+    # -- bad input --------------------------------------------------------------------------------
+    def on_bad_message(self, buf: PartitionBuffer, msg: RawMessage, part: str, error: Exception) -> None:
+        policy = self.job.deserialization_policy
+        serde = buf.key_serde if part == "key" else buf.msg_serde
+        where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"
+        reason = f"cannot deserialize the {part} with serde {serde!r}: {error}"
+        if policy == "fail":
+            raise MessageDeserializationError(
+                f"{where} (system {buf.ssp.system}): {reason}. Fix the producer or the serde, or set "
+                f"task.deserialization.error.policy to skip or dlq"
+            ) from error
+        counter_key = (buf.task.name, buf.ssp.stream)
+        counter = self._bad_messages.get(counter_key)
+        if counter is None:
+            counter = self.registry.counter(
+                m.DESERIALIZATION_ERRORS,
+                "Input messages that failed to deserialize",
+                {"task": buf.task.name, "topic": buf.ssp.stream, "policy": policy},
+            )
+            self._bad_messages[counter_key] = counter
+        counter.inc()
+        if policy == "skip":
+            log.warning("skipping message at %s: %s", where, reason)
+            return
+        dlq = self.job.dlq_stream(buf.ssp.system)
+        headers = [
+            *(msg.headers() or []),
+            ("samsa.error", reason.encode()),
+            ("samsa.source.topic", buf.ssp.stream.encode()),
+            ("samsa.source.partition", str(buf.ssp.partition).encode()),
+            ("samsa.source.offset", str(msg.offset()).encode()),
+        ]
+        self._producers[dlq.system].send(dlq.stream, msg.value(), key=msg.key(), headers=headers)
+        log.warning("sent message at %s to dead-letter stream %s: %s", where, dlq, reason)
+
+    # -- run --------------------------------------------------------------------------------------
+    def run(self) -> bool:
+        """Runs to a stop; returns True when it stopped because every input was caught up."""
+        kafka_systems = [name for name, s in self.job.systems.items() if s.factory == "kafka"]
+        pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(str(os.getpid()))
+        server = None
+        try:
+            for system in kafka_systems:
+                self._producers[system] = KafkaProducer(client_config(self.job, system, "producer"))
+            self._checkpoints = checkpoint_manager(self.job, self._producers[checkpoint_system(self.job)])
+            for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
+                self._consumers[system] = KafkaConsumer(client_config(self.job, system))
+            self._build_tasks(self._checkpoints.read_last())
+            sources = self._buffers()
+            for consumer, routes in sources:
+                consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
+            ends = self._high_watermarks(lambda ssp: True) if self.until_caught_up else None
+            bootstrap = self._high_watermarks(lambda ssp: self.job.stream(ssp.system_stream).bootstrap)
+            for ti in self._tasks:
+                ti.init()
+            if self.job.prometheus_port is not None:
+                server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))
+                server.start()
+            self._loop = RunLoop(
+                sources,
+                self._tasks,
+                self.commit,
+                self.on_bad_message,
+                batch_size=self.job.batch_size,
+                end_offsets=ends,
+                bootstrap_ends=bootstrap,
+                poll=self._poll_producers,
+            )
+            if self._stop_requested:
+                self._loop.stop()
+            log.info("container %s running tasks %s", self.model.id, ", ".join(t.name for t in self._tasks))
+            self._loop.run()
+            self.commit(self._tasks)
+            self._close_tasks()
+            return self._loop.caught_up
+        except BaseException:
+            self._close_tasks(quietly=True)
+            raise
+        finally:
+            if server is not None:
+                server.stop()
+            for consumer in self._consumers.values():
+                consumer.close()
+            for producer in self._producers.values():
+                producer.close()
+            pid_file.unlink(missing_ok=True)
+
+    def _poll_producers(self) -> None:
+        for producer in self._producers.values():
+            producer.poll(0)
+
+    def _high_watermarks(self, include: Any) -> dict[SystemStreamPartition, int]:
+        return {
+            ssp: self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))[1]
+            for ti in self._tasks
+            for ssp in ti.model.partitions
+            if include(ssp)
+        }
+
+    def _close_tasks(self, quietly: bool = False) -> None:
+        tasks, self._tasks = self._tasks, []
+        for ti in tasks:
+            try:
+                ti.close()
+            except Exception as e:
+                if not quietly:
+                    raise ContainerError(f"task {ti.name}: close() failed: {e!r}") from e
+                log.exception("task %s: close() failed while stopping after an error", ti.name)

@@ -1,0 +1,109 @@
+"""The job coordinator: checks topics, builds the job model and publishes it for every container."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from samsa.checkpoint.compacted_log import read_latest
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.job_model import JobModel, build_job_model
+from samsa.streams import SystemStream
+
+log = logging.getLogger(__name__)
+
+_MODEL_KEY = b"job-model"
+
+
+def coordinator_topic(job: JobConfig) -> str:
+    """The compacted topic holding the job model: `__samsa_coordinator_<name>_<id>`."""
+    return f"__samsa_coordinator_{job.name.replace('_', '-')}_{job.id.replace('_', '-')}"
+
+
+def client_config(job: JobConfig, system: str, role: str = "consumer") -> dict[str, Any]:
+    """librdkafka settings of a system: bootstrap servers plus the `consumer.*` or `producer.*` pass-through."""
+    settings = job.systems[system]
+    if settings.factory != "kafka":
+        raise ConfigError(f"systems.{system}.samza.factory={settings.factory} cannot host Kafka clients")
+    passthrough = settings.consumer if role == "consumer" else settings.producer
+    return {"bootstrap.servers": settings.bootstrap_servers, **passthrough}
+
+
+def checkpoint_system(job: JobConfig) -> str:
+    """The system holding the checkpoint and coordinator topics: `task.checkpoint.system` or the first input's."""
+    return job.config.value("task.checkpoint.system") or job.inputs[0].system
+
+
+def checkpoint_manager(job: JobConfig, producer: KafkaProducer | None = None) -> KafkaCheckpointManager:
+    system = checkpoint_system(job)
+    return KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, system), producer)
+
+
+class JobCoordinator:
+    """Validates the job's topics and keeps one job model for all containers."""
+
+    def __init__(self, job: JobConfig) -> None:
+        self.job = job
+        self._system = checkpoint_system(job)
+        self._topic = coordinator_topic(job)
+
+    def partition_counts(self) -> dict[SystemStream, int]:
+        """Partition count of every input; a missing input or output topic fails naming it."""
+        counts: dict[SystemStream, int] = {}
+        by_system: dict[str, list[SystemStream]] = {}
+        for ss in (*self.job.inputs, *self.job.outputs):
+            by_system.setdefault(ss.system, []).append(ss)
+        for system, streams in by_system.items():
+            admin = KafkaAdmin(client_config(self.job, system))
+            try:
+                found = admin.require_topics([s.stream for s in streams])
+            finally:
+                admin.close()
+            counts.update({s: found[s.stream] for s in streams if s in self.job.inputs})
+        return counts
+
+    def create_resources(self) -> None:
+        """The checkpoint and coordinator topics, and the dead-letter topics when the dlq policy is on."""
+        checkpoint_manager(self.job).create_resources()
+        admin = KafkaAdmin(client_config(self.job, self._system))
+        try:
+            admin.ensure_topic(self._topic, 1, {"cleanup.policy": "compact"})
+        finally:
+            admin.close()
+        if self.job.deserialization_policy == "dlq":
+            for system in {s.system for s in self.job.inputs}:
+                dlq = self.job.dlq_stream(system)
+                admin = KafkaAdmin(client_config(self.job, dlq.system))
+                try:
+                    admin.ensure_topic(dlq.stream, 1)
+                finally:
+                    admin.close()
+
+    def read_model(self) -> JobModel | None:
+        """The published job model, or None when none was published yet."""
+        records = read_latest(client_config(self.job, self._system), self._topic)
+        for key, value, _ in records:
+            if key == _MODEL_KEY and value is not None:
+                return JobModel.from_json(value)
+        return None
+
+    def publish(self, model: JobModel) -> None:
+        producer = KafkaProducer(client_config(self.job, self._system, "producer"))
+        try:
+            producer.send(self._topic, model.to_json(), key=_MODEL_KEY, partition=0)
+            producer.flush()
+        finally:
+            producer.close()
+
+    def prepare(self) -> JobModel:
+        """Creates resources and returns the current job model, publishing a new one if the inputs changed."""
+        self.create_resources()
+        model = build_job_model(self.partition_counts(), self.job.container_count)
+        stored = self.read_model()
+        if stored is None or stored.fingerprint != model.fingerprint:
+            log.info("publishing job model %s to %s", model.fingerprint, self._topic)
+            self.publish(model)
+        return model

@@ -1,0 +1,135 @@
+"""The job model: input partitions grouped into tasks, and tasks balanced across containers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from samsa.runtime.exceptions import JobModelError
+from samsa.streams import SystemStream, SystemStreamPartition
+
+_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TaskModel:
+    """A task: its name and the input partitions it consumes."""
+
+    name: str
+    partitions: tuple[SystemStreamPartition, ...]
+
+
+@dataclass(frozen=True)
+class ContainerModel:
+    """A container: its id and the tasks it runs."""
+
+    id: str
+    tasks: tuple[TaskModel, ...]
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """All containers of a job, plus what the model was built from (to tell when it is stale)."""
+
+    fingerprint: str
+    containers: tuple[ContainerModel, ...]
+
+    def container(self, container_id: str) -> ContainerModel:
+        for c in self.containers:
+            if c.id == container_id:
+                return c
+        ids = ", ".join(c.id for c in self.containers)
+        raise JobModelError(f"container {container_id!r} is not in the job model (containers: {ids})")
+
+    @property
+    def tasks(self) -> list[TaskModel]:
+        return [t for c in self.containers for t in c.tasks]
+
+    def to_json(self) -> bytes:
+        data = {
+            "version": _FORMAT_VERSION,
+            "fingerprint": self.fingerprint,
+            "containers": [
+                {
+                    "id": c.id,
+                    "tasks": [
+                        {"name": t.name, "partitions": [list(p) for p in t.partitions]} for t in c.tasks
+                    ],
+                }
+                for c in self.containers
+            ],
+        }
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> JobModel:
+        try:
+            data = json.loads(raw)
+            if data.get("version") != _FORMAT_VERSION:
+                raise JobModelError(f"job model version {data.get('version')} is not {_FORMAT_VERSION}")
+            containers = tuple(
+                ContainerModel(
+                    c["id"],
+                    tuple(
+                        TaskModel(
+                            t["name"],
+                            tuple(SystemStreamPartition(s, n, int(p)) for s, n, p in t["partitions"]),
+                        )
+                        for t in c["tasks"]
+                    ),
+                )
+                for c in data["containers"]
+            )
+            return cls(data["fingerprint"], containers)
+        except (ValueError, KeyError, TypeError) as e:
+            raise JobModelError(
+                f"the stored job model is unreadable ({e}); restart the job to rewrite it"
+            ) from e
+
+
+def task_name(partition: int) -> str:
+    """Samza's GroupByPartition task name."""
+    return f"Partition {partition}"
+
+
+def group_by_partition(partition_counts: Mapping[SystemStream, int]) -> list[TaskModel]:
+    """One task per partition number across all inputs (Samza's GroupByPartition)."""
+    if not partition_counts:
+        raise JobModelError("the job has no inputs; set task.inputs")
+    most = max(partition_counts.values())
+    streams = sorted(partition_counts)
+    return [
+        TaskModel(
+            task_name(n), tuple(SystemStreamPartition(*ss, n) for ss in streams if n < partition_counts[ss])
+        )
+        for n in range(most)
+    ]
+
+
+def balance(tasks: Sequence[TaskModel], container_count: int) -> tuple[ContainerModel, ...]:
+    """Deals tasks (in partition order) round-robin to containers: the same input gives the same model."""
+    if container_count > len(tasks):
+        raise JobModelError(
+            f"job.container.count={container_count} is more than the job's {len(tasks)} tasks; "
+            f"lower job.container.count or add input partitions"
+        )
+    return tuple(
+        ContainerModel(str(i), tuple(tasks[j] for j in range(i, len(tasks), container_count)))
+        for i in range(container_count)
+    )
+
+
+def fingerprint(partition_counts: Mapping[SystemStream, int], container_count: int) -> str:
+    """What the model depends on: a changed fingerprint means the model must be rebuilt."""
+    text = json.dumps(
+        {"containers": container_count, "inputs": sorted([str(k), v] for k, v in partition_counts.items())}
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build_job_model(partition_counts: Mapping[SystemStream, int], container_count: int) -> JobModel:
+    """The job model for these inputs and this many containers."""
+    containers = balance(group_by_partition(partition_counts), container_count)
+    return JobModel(fingerprint(partition_counts, container_count), containers)

@@ -1,0 +1,342 @@
+"""In-process metrics: counters, gauges and timers, registered once at setup and updated on the hot path.
+
+A metric object is looked up once (``registry.counter(...)``) and then updated directly:
+``counter.inc()`` is ``self.value += 1`` and ``timer.update_ns(ns)`` is two integer additions and a
+compare. The hot path takes no lock; the scrape thread may read values a few updates stale, which is
+fine for monitoring. Registering the same (name, labels) twice returns the same object.
+
+Standard names (constants below); every task-level metric carries the label ``task``:
+
+=====================================================  =========  ===================================
+name                                                   kind       labels
+=====================================================  =========  ===================================
+``samsa_messages_processed_total``                     counter    task
+``samsa_process_seconds``                              timer      task
+``samsa_window_seconds``                               timer      task
+``samsa_commit_seconds``                               timer      task
+``samsa_commits_total``                                counter    task
+``samsa_commits_skipped_total``                        counter    task (previous upload still running)
+``samsa_consumer_lag``                                 gauge_fn   task, topic, partition
+``samsa_deserialization_errors_total``                 counter    task, topic, policy
+``samsa_container_tasks``                              gauge      container
+``samsa_container_messages_polled_total``              counter    container
+``samsa_container_poll_seconds``                       timer      container
+``samsa_container_restore_seconds``                    timer      container
+``samsa_container_uptime_seconds``                     gauge_fn   container
+=====================================================  =========  ===================================
+
+A timer is exposed to Prometheus as a summary (``<name>_count``, ``<name>_sum`` in seconds) plus a
+gauge ``<name>_max``: the largest value since the previous scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from samsa.runtime.exceptions import RuntimeSamsaError
+
+MESSAGES_PROCESSED = "samsa_messages_processed_total"
+PROCESS_SECONDS = "samsa_process_seconds"
+WINDOW_SECONDS = "samsa_window_seconds"
+COMMIT_SECONDS = "samsa_commit_seconds"
+COMMITS = "samsa_commits_total"
+COMMITS_SKIPPED = "samsa_commits_skipped_total"
+CONSUMER_LAG = "samsa_consumer_lag"
+DESERIALIZATION_ERRORS = "samsa_deserialization_errors_total"
+CONTAINER_TASKS = "samsa_container_tasks"
+CONTAINER_MESSAGES_POLLED = "samsa_container_messages_polled_total"
+CONTAINER_POLL_SECONDS = "samsa_container_poll_seconds"
+CONTAINER_RESTORE_SECONDS = "samsa_container_restore_seconds"
+CONTAINER_UPTIME_SECONDS = "samsa_container_uptime_seconds"
+
+Kind = Literal["counter", "gauge", "timer"]
+LabelKey = tuple[tuple[str, str], ...]
+
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+# The suffixes a timer adds to its name when exposed; another metric may not take those names.
+_TIMER_SUFFIXES = ("_count", "_sum", "_max")
+
+log = logging.getLogger(__name__)
+
+
+class MetricsError(RuntimeSamsaError):
+    """A metric was registered with an invalid name or labels, or clashes with an existing one."""
+
+
+class Counter:
+    """A monotonically increasing count; ``inc`` with a negative ``n`` is a caller bug, not checked."""
+
+    __slots__ = ("labels", "value")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.value: float = 0
+
+    def inc(self, n: float = 1) -> None:
+        self.value += n
+
+
+class Gauge:
+    """A value set by its owner."""
+
+    __slots__ = ("labels", "value")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.value: float = 0
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def inc(self, n: float = 1) -> None:
+        self.value += n
+
+    def dec(self, n: float = 1) -> None:
+        self.value -= n
+
+
+class GaugeFn:
+    """A gauge whose value is computed by ``fn`` at scrape time (e.g. consumer lag of a partition)."""
+
+    __slots__ = ("fn", "labels")
+
+    def __init__(self, labels: dict[str, str], fn: Callable[[], float]) -> None:
+        self.labels = labels
+        self.fn = fn
+
+    @property
+    def value(self) -> float:
+        return self.fn()
+
+
+class Timer:
+    """Count, total and maximum of durations in nanoseconds; the maximum resets at each scrape."""
+
+    __slots__ = ("count", "labels", "max_ns", "sum_ns")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.count = 0
+        self.sum_ns = 0
+        self.max_ns = 0
+
+    def update_ns(self, ns: int) -> None:
+        # Called per message: keep it to two additions and a compare.
+        self.count += 1
+        self.sum_ns += ns
+        if ns > self.max_ns:
+            self.max_ns = ns
+
+    @contextmanager
+    def time(self) -> Iterator[None]:
+        """Time the ``with`` block; for code off the per-message path (commit, restore)."""
+        start = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            self.update_ns(time.perf_counter_ns() - start)
+
+    def read(self, *, reset_max: bool) -> TimerSample:
+        # An update racing with the reset may lose its max for one scrape window; acceptable.
+        max_ns = self.max_ns
+        if reset_max:
+            self.max_ns = 0
+        return TimerSample(dict(self.labels), self.count, self.sum_ns / 1e9, max_ns / 1e9)
+
+
+Metric = Counter | Gauge | GaugeFn | Timer
+_M = TypeVar("_M", Counter, Gauge, GaugeFn, Timer)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One counter or gauge value read at collection time."""
+
+    labels: dict[str, str]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSample:
+    """One timer read at collection time, in seconds."""
+
+    labels: dict[str, str]
+    count: int
+    sum_seconds: float
+    max_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FamilySample:
+    """All metrics sharing one name, read at collection time."""
+
+    name: str
+    doc: str
+    kind: Kind
+    samples: Sequence[Sample | TimerSample]
+
+
+@dataclass(slots=True)
+class _Family:
+    name: str
+    doc: str
+    kind: Kind
+    label_names: frozenset[str]
+    metrics: dict[LabelKey, Metric]
+
+    def exposed_names(self) -> set[str]:
+        if self.kind == "timer":
+            return {self.name + suffix for suffix in _TIMER_SUFFIXES}
+        return {self.name}
+
+
+class MetricsRegistry:
+    """Holds every metric of a process; a lock guards registration and collection, never updates."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._families: dict[str, _Family] = {}
+
+    def counter(self, name: str, doc: str, labels: Mapping[str, str] | None = None) -> Counter:
+        return self._get_or_add(name, doc, "counter", labels, Counter, Counter)
+
+    def gauge(self, name: str, doc: str, labels: Mapping[str, str] | None = None) -> Gauge:
+        return self._get_or_add(name, doc, "gauge", labels, Gauge, Gauge)
+
+    def gauge_fn(
+        self, name: str, doc: str, labels: Mapping[str, str] | None, fn: Callable[[], float]
+    ) -> GaugeFn:
+        """Register a gauge computed at scrape time; registering it again replaces ``fn``."""
+        metric = self._get_or_add(name, doc, "gauge", labels, GaugeFn, lambda lbl: GaugeFn(lbl, fn))
+        metric.fn = fn  # a re-registration (e.g. a partition assigned again) brings the current source
+        return metric
+
+    def timer(self, name: str, doc: str, labels: Mapping[str, str] | None = None) -> Timer:
+        return self._get_or_add(name, doc, "timer", labels, Timer, Timer)
+
+    def remove(self, name: str, labels: Mapping[str, str] | None = None) -> bool:
+        """Drop one metric (e.g. the lag of a revoked partition); return whether it existed."""
+        key = _label_key(_clean_labels(name, labels))
+        with self._lock:
+            family = self._families.get(name)
+            if family is None or family.metrics.pop(key, None) is None:
+                return False
+            if not family.metrics:
+                del self._families[name]
+            return True
+
+    def collect(self, *, reset_max: bool = False) -> list[FamilySample]:
+        """Read every metric; ``reset_max`` starts a new max window for timers (the scrape does)."""
+        with self._lock:
+            families = [(f.name, f.doc, f.kind, list(f.metrics.values())) for f in self._families.values()]
+        # Callback gauges run outside the lock so that a callback may itself touch the registry.
+        return [
+            FamilySample(
+                name, doc, kind, [s for m in metrics if (s := _read(name, m, reset_max)) is not None]
+            )
+            for name, doc, kind, metrics in families
+        ]
+
+    def snapshot(self) -> dict[str, list[dict[str, object]]]:
+        """Plain values by metric name, for tests and logs; does not reset timer maxima."""
+        result: dict[str, list[dict[str, object]]] = {}
+        for family in self.collect():
+            rows: list[dict[str, object]] = []
+            for s in family.samples:
+                if isinstance(s, TimerSample):
+                    rows.append(
+                        {"labels": s.labels, "count": s.count, "sum": s.sum_seconds, "max": s.max_seconds}
+                    )
+                else:
+                    rows.append({"labels": s.labels, "value": s.value})
+            result[family.name] = rows
+        return result
+
+    def _get_or_add(
+        self,
+        name: str,
+        doc: str,
+        kind: Kind,
+        labels: Mapping[str, str] | None,
+        cls: type[_M],
+        make: Callable[[dict[str, str]], _M],
+    ) -> _M:
+        clean = _clean_labels(name, labels)
+        key = _label_key(clean)
+        with self._lock:
+            family = self._families.get(name)
+            if family is None:
+                family = _Family(name, doc, kind, frozenset(clean), {})
+                self._check_no_clash(family)
+                self._families[name] = family
+            elif family.kind != kind:
+                raise MetricsError(
+                    f"metric {name!r} is already registered as a {family.kind}, not a {kind}; "
+                    "use another name"
+                )
+            elif family.label_names != frozenset(clean):
+                raise MetricsError(
+                    f"metric {name!r} has labels {sorted(family.label_names)}, not {sorted(clean)}; "
+                    "every metric of one name must use the same label names"
+                )
+            metric = family.metrics.get(key)
+            if metric is None:
+                new = make(clean)
+                family.metrics[key] = new
+                return new
+            if not isinstance(metric, cls):
+                raise MetricsError(
+                    f"metric {name!r} {clean} is already registered as a {type(metric).__name__}, "
+                    f"not a {cls.__name__}; a settable and a callback gauge cannot share name and labels"
+                )
+            return metric
+
+    def _check_no_clash(self, new: _Family) -> None:
+        taken = new.exposed_names()
+        for family in self._families.values():
+            clash = taken & family.exposed_names()
+            if clash:
+                raise MetricsError(
+                    f"metric {new.name!r} would expose {sorted(clash)}, already exposed by "
+                    f"{family.kind} {family.name!r}; use another name"
+                )
+
+
+def _clean_labels(name: str, labels: Mapping[str, str] | None) -> dict[str, str]:
+    if not _NAME_RE.match(name):
+        raise MetricsError(f"metric name {name!r} is not valid: use letters, digits, '_' and ':'")
+    clean: dict[str, str] = {}
+    for label, value in (labels or {}).items():
+        if not _LABEL_RE.match(label) or label.startswith("__"):
+            raise MetricsError(
+                f"label {label!r} of metric {name!r} is not valid: use letters, digits and '_', "
+                "not starting with '__'"
+            )
+        clean[label] = str(value)  # a partition passed as int must not become a second series
+    return clean
+
+
+def _label_key(labels: Mapping[str, str]) -> LabelKey:
+    return tuple(sorted(labels.items()))
+
+
+def _read(name: str, metric: Metric, reset_max: bool) -> Sample | TimerSample | None:
+    if isinstance(metric, Timer):
+        return metric.read(reset_max=reset_max)
+    try:
+        value = metric.value
+        if type(value) not in (int, float):  # a callback may return a Decimal, a bool or garbage
+            value = float(value)
+        return Sample(dict(metric.labels), value)
+    except Exception:
+        # One failing lag callback must not take the whole scrape down; the series is absent instead.
+        log.warning("metric %s %s: callback failed; sample left out", name, metric.labels, exc_info=True)
+        return None

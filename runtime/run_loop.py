@@ -1,0 +1,303 @@
+"""The run loop: fetch in batches, choose round-robin across partitions, run commit > window > process."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from samsa.kafka import KafkaConsumer, RawMessage
+from samsa.runtime.exceptions import TaskError
+from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
+from samsa.runtime.task_instance import TaskInstance
+from samsa.streams import SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+# Partitions with buffered messages are topped up this often (Samza's task.poll.interval.ms default).
+_POLL_INTERVAL_S = 0.05
+# Longest blocking fetch when nothing is buffered, so timers and stop requests are seen promptly.
+_MAX_IDLE_S = 0.1
+# Messages asked of the consumer per fetch; one partition's buffer beyond this pauses that partition.
+FETCH_SIZE = 2000
+
+BadMessageHandler = Callable[["PartitionBuffer", RawMessage, str, Exception], None]
+
+
+class PartitionBuffer:
+    """The fetched, not yet processed messages of one input partition, and how to read them."""
+
+    __slots__ = (
+        "bootstrap",
+        "consumer",
+        "key_from",
+        "key_serde",
+        "messages",
+        "msg_from",
+        "msg_serde",
+        "paused",
+        "pos",
+        "ssp",
+        "task",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        ssp: SystemStreamPartition,
+        task: TaskInstance,
+        consumer: KafkaConsumer,
+        key_serde: tuple[str, Callable[[bytes], Any]],
+        msg_serde: tuple[str, Callable[[bytes], Any]],
+        bootstrap: bool = False,
+    ) -> None:
+        self.ssp = ssp
+        self.tp = (ssp.stream, ssp.partition)
+        self.task = task
+        self.consumer = consumer
+        self.key_serde, self.key_from = key_serde
+        self.msg_serde, self.msg_from = msg_serde
+        self.bootstrap = bootstrap
+        self.messages: list[RawMessage] = []
+        self.pos = 0
+        self.paused = False
+
+    @property
+    def pending(self) -> int:
+        return len(self.messages) - self.pos
+
+
+class RunLoop:
+    """Single-threaded loop over all of a container's tasks (Samza's RunLoop with max concurrency 1)."""
+
+    def __init__(
+        self,
+        sources: Sequence[tuple[KafkaConsumer, dict[tuple[str, int], PartitionBuffer]]],
+        tasks: Sequence[TaskInstance],
+        commit: Callable[[Sequence[TaskInstance]], None],
+        on_bad_message: BadMessageHandler,
+        batch_size: int = 1,
+        end_offsets: dict[SystemStreamPartition, int] | None = None,
+        bootstrap_ends: dict[SystemStreamPartition, int] | None = None,
+        poll: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._sources = sources
+        self._tasks = list(tasks)
+        self._commit = commit
+        self._on_bad_message = on_bad_message
+        self._batch_size = batch_size
+        self._end_offsets = end_offsets
+        self._poll_producers = poll
+        self._ready: deque[PartitionBuffer] = deque()
+        self._held: list[PartitionBuffer] = []  # non-bootstrap buffers while bootstrap streams catch up
+        self._bootstrap_ends = {ssp: end for ssp, end in (bootstrap_ends or {}).items()}
+        self._bootstrapping = False
+        self._stopping = False
+        self._next_timer = 0.0
+        self._by_ssp = {buf.ssp: buf for _, routes in sources for buf in routes.values()}
+        self.caught_up = False
+
+    def stop(self) -> None:
+        """Asks the loop to return after the message in hand (safe from a signal handler)."""
+        self._stopping = True
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        self._start_bootstrap()
+        ready = self._ready
+        mono = time.monotonic
+        next_poll = 0.0
+        self._reschedule()
+        while not self._stopping:
+            now = mono()
+            if now >= self._next_timer:
+                self._fire_timers(now)
+                continue
+            if not ready:
+                self._fetch(min(_MAX_IDLE_S, max(0.0, self._next_timer - now)))
+                next_poll = now + _POLL_INTERVAL_S
+                if not ready:
+                    if self._end_offsets is not None and self._is_caught_up():
+                        self.caught_up = True
+                        return
+                    continue
+            elif now >= next_poll:
+                self._fetch(0)
+                next_poll = now + _POLL_INTERVAL_S
+            buf = ready[0]
+            self._process(buf, self._batch_size)
+            if buf.pos >= len(buf.messages):
+                ready.popleft()
+                buf.messages = []
+                buf.pos = 0
+                if buf.paused:
+                    buf.consumer.resume([buf.tp])
+                    buf.paused = False
+                if self._bootstrapping and buf.bootstrap:
+                    self._check_bootstrap()
+            elif len(ready) > 1:
+                ready.rotate(-1)
+            if buf.task.coordinator.requested:
+                self._handle_requests(buf.task)
+
+    def _process(self, buf: PartitionBuffer, limit: int) -> None:
+        """Processes up to `limit` messages of one partition: the hot path."""
+        msgs = buf.messages
+        pos = buf.pos
+        end = min(pos + limit, len(msgs))
+        ti = buf.task
+        process = ti.task.process
+        collector = ti.collector
+        coordinator = ti.coordinator
+        key_from, msg_from = buf.key_from, buf.msg_from
+        system, stream, partition = buf.ssp
+        timer = ti.process_timer
+        perf = time.perf_counter_ns
+        envelope = IncomingMessageEnvelope
+        last = -1
+        count = 0
+        try:
+            while pos < end:
+                msg = msgs[pos]
+                pos += 1
+                offset = msg.offset()
+                raw_key = msg.key()
+                raw_value = msg.value()
+                try:
+                    key = None if raw_key is None else key_from(raw_key)
+                except Exception as e:
+                    self._on_bad_message(buf, msg, "key", e)
+                    last = offset
+                    continue
+                try:
+                    value = None if raw_value is None else msg_from(raw_value)
+                except Exception as e:
+                    self._on_bad_message(buf, msg, "message", e)
+                    last = offset
+                    continue
+                env = envelope(
+                    system, stream, partition, offset, key, value, msg.timestamp()[1], msg.headers()
+                )
+                start = perf()
+                try:
+                    process(env, collector, coordinator)
+                except Exception as e:
+                    raise TaskError(
+                        f"task {ti.name}: process() failed on {stream}#{partition}@{offset}: {e!r}; "
+                        f"the message is not checkpointed and will be processed again after a restart"
+                    ) from e
+                timer.update_ns(perf() - start)
+                last = offset
+                count += 1
+                if coordinator.requested:
+                    break
+        finally:
+            buf.pos = pos
+            if last >= 0:
+                ti.offsets[buf.ssp] = last + 1
+            ti.processed.inc(count)
+
+    def _fetch(self, timeout: float) -> None:
+        self._poll_producers()
+        for consumer, routes in self._sources:
+            msgs = consumer.consume(FETCH_SIZE, timeout)
+            timeout = 0.0
+            if not msgs:
+                continue
+            current: PartitionBuffer | None = None
+            current_key: tuple[str, int] | None = None
+            to_pause = []
+            for msg in msgs:
+                tp = (msg.topic(), msg.partition())
+                if tp != current_key:
+                    current_key = tp
+                    current = routes[tp]
+                    if current.pos >= len(current.messages):
+                        current.messages = []
+                        current.pos = 0
+                        self._make_ready(current)
+                assert current is not None
+                current.messages.append(msg)
+            for buf in routes.values():
+                if not buf.paused and buf.pending >= FETCH_SIZE:
+                    buf.paused = True
+                    to_pause.append(buf.tp)
+            if to_pause:
+                consumer.pause(to_pause)
+
+    def _make_ready(self, buf: PartitionBuffer) -> None:
+        if self._bootstrapping and not buf.bootstrap:
+            self._held.append(buf)
+        else:
+            self._ready.append(buf)
+
+    # -- bootstrap streams ------------------------------------------------------------------------
+    def _start_bootstrap(self) -> None:
+        lagging = {ssp for ssp, end in self._bootstrap_ends.items() if self._next_offset(ssp) < end}
+        self._bootstrap_ends = {ssp: self._bootstrap_ends[ssp] for ssp in lagging}
+        if not lagging:
+            return
+        self._bootstrapping = True
+        for consumer, routes in self._sources:
+            others = [b.tp for b in routes.values() if not b.bootstrap]
+            if others:
+                consumer.pause(others)
+        log.info("bootstrapping %d partitions before other inputs", len(lagging))
+
+    def _check_bootstrap(self) -> None:
+        self._bootstrap_ends = {
+            ssp: end for ssp, end in self._bootstrap_ends.items() if self._next_offset(ssp) < end
+        }
+        if self._bootstrap_ends:
+            return
+        self._bootstrapping = False
+        for consumer, routes in self._sources:
+            others = [b.tp for b in routes.values() if not b.bootstrap and not b.paused]
+            if others:
+                consumer.resume(others)
+        self._ready.extend(self._held)
+        self._held = []
+        log.info("bootstrap streams caught up; processing all inputs")
+
+    def _next_offset(self, ssp: SystemStreamPartition) -> int:
+        buf = self._by_ssp[ssp]
+        offset = buf.task.offsets.get(ssp, -1)
+        if offset < 0 or buf.pending:
+            return offset
+        # Past the last record there may be transaction markers only: the consumer's position skips them.
+        return max(offset, buf.consumer.position([buf.tp]).get(buf.tp, -1))
+
+    # -- timers and requests ----------------------------------------------------------------------
+    def _reschedule(self) -> None:
+        self._next_timer = min((min(t.next_commit, t.next_window) for t in self._tasks), default=float("inf"))
+
+    def _fire_timers(self, now: float) -> None:
+        due = [t for t in self._tasks if t.next_commit <= now]
+        if due:
+            self._commit(due)
+        for t in self._tasks:
+            if t.next_window <= now:
+                t.window()
+                if t.coordinator.requested:
+                    self._handle_requests(t)
+        self._reschedule()
+
+    def _handle_requests(self, ti: TaskInstance) -> None:
+        c = ti.coordinator
+        c.requested = False
+        if c.commit_scope is not None:
+            scope, c.commit_scope = c.commit_scope, None
+            self._commit(self._tasks if scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti])
+            self._reschedule()
+        if c.shutdown_scope is not None:
+            scope, c.shutdown_scope = c.shutdown_scope, None
+            ti.shutdown_voted = True
+            if scope is RequestScope.ALL_TASKS_IN_CONTAINER or all(t.shutdown_voted for t in self._tasks):
+                log.info("shutdown requested by task %s", ti.name)
+                self._stopping = True
+
+    def _is_caught_up(self) -> bool:
+        assert self._end_offsets is not None
+        return all(self._next_offset(ssp) >= end or end == 0 for ssp, end in self._end_offsets.items())

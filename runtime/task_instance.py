@@ -1,0 +1,149 @@
+"""One task: the user's StreamTask with its partitions, stores, offsets, timers and coordinator requests."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from samsa.runtime import metrics as m
+from samsa.runtime.exceptions import TaskError
+from samsa.runtime.job_model import TaskModel
+from samsa.runtime.task import MessageCollector, RequestScope, StreamTask, has_window
+from samsa.streams import SystemStreamPartition
+
+if TYPE_CHECKING:
+    from samsa.runtime.config.config import Config
+    from samsa.stores.storage_manager import TaskStorage
+
+
+class TaskCoordinatorImpl:
+    """Records a task's commit and shutdown requests; the run loop acts on them after the call returns."""
+
+    __slots__ = ("commit_scope", "requested", "shutdown_scope")
+
+    def __init__(self) -> None:
+        self.requested = False  # checked once per message: any request pending
+        self.commit_scope: RequestScope | None = None
+        self.shutdown_scope: RequestScope | None = None
+
+    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        self.commit_scope = scope if self.commit_scope is None else max(self.commit_scope, scope, key=_rank)
+        self.requested = True
+
+    def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        self.shutdown_scope = (
+            scope if self.shutdown_scope is None else max(self.shutdown_scope, scope, key=_rank)
+        )
+        self.requested = True
+
+
+def _rank(scope: RequestScope) -> int:
+    return 1 if scope is RequestScope.ALL_TASKS_IN_CONTAINER else 0
+
+
+class TaskContextImpl:
+    """What `StreamTask.init` sees."""
+
+    def __init__(
+        self,
+        task_name: str,
+        container_id: str,
+        config: Config,
+        ssps: frozenset[SystemStreamPartition],
+        storage: TaskStorage,
+    ) -> None:
+        self._task_name = task_name
+        self._container_id = container_id
+        self._config = config
+        self._ssps = ssps
+        self._storage = storage
+
+    @property
+    def task_name(self) -> str:
+        return self._task_name
+
+    @property
+    def container_id(self) -> str:
+        return self._container_id
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def system_stream_partitions(self) -> frozenset[SystemStreamPartition]:
+        return self._ssps
+
+    def store(self, name: str) -> Any:
+        try:
+            return self._storage.stores[name]
+        except KeyError:
+            known = ", ".join(sorted(self._storage.stores)) or "none"
+            raise TaskError(
+                f"task {self._task_name}: no store named {name!r} (configured: {known}); "
+                f"define stores.{name}.factory"
+            ) from None
+
+
+class TaskInstance:
+    """Runs one task's calls; keeps the next offset of each of its partitions for the checkpoint."""
+
+    def __init__(
+        self,
+        model: TaskModel,
+        task: StreamTask,
+        storage: TaskStorage,
+        context: TaskContextImpl,
+        collector: MessageCollector,
+        registry: m.MetricsRegistry,
+        commit_ms: int,
+        window_ms: int,
+    ) -> None:
+        self.name = model.name
+        self.model = model
+        self.task = task
+        self.storage = storage
+        self.context = context
+        self.collector = collector
+        self.coordinator = TaskCoordinatorImpl()
+        self.offsets: dict[SystemStreamPartition, int] = {}
+        labels = {"task": self.name}
+        self.processed = registry.counter(m.MESSAGES_PROCESSED, "Messages processed by the task", labels)
+        self.process_timer = registry.timer(m.PROCESS_SECONDS, "Time in StreamTask.process", labels)
+        self.window_timer = registry.timer(m.WINDOW_SECONDS, "Time in StreamTask.window", labels)
+        self.commit_timer = registry.timer(m.COMMIT_SECONDS, "Time to commit the task", labels)
+        self.commits = registry.counter(m.COMMITS, "Commits of the task", labels)
+        now = time.monotonic()
+        self.commit_interval = commit_ms / 1000 if commit_ms > 0 else None
+        self.window_interval = window_ms / 1000 if window_ms > 0 and has_window(task) else None
+        self.next_commit = now + self.commit_interval if self.commit_interval else float("inf")
+        self.next_window = now + self.window_interval if self.window_interval else float("inf")
+        self.shutdown_voted = False
+
+    def init(self) -> None:
+        try:
+            self.task.init(self.context)
+        except Exception as e:
+            raise TaskError(f"task {self.name}: init() failed: {e!r}") from e
+
+    def window(self) -> None:
+        start = time.perf_counter_ns()
+        try:
+            self.task.window(self.collector, self.coordinator)
+        except Exception as e:
+            raise TaskError(f"task {self.name}: window() failed: {e!r}") from e
+        self.window_timer.update_ns(time.perf_counter_ns() - start)
+        if self.window_interval:
+            self.next_window = time.monotonic() + self.window_interval
+
+    def close(self) -> None:
+        try:
+            self.task.close()
+        finally:
+            self.storage.close()
+
+    def committed(self, duration_ns: int) -> None:
+        self.commit_timer.update_ns(duration_ns)
+        self.commits.inc()
+        if self.commit_interval:
+            self.next_commit = time.monotonic() + self.commit_interval

@@ -1,0 +1,163 @@
+"""The built-in serdes that need no schema: bytes, string, json, integer and long."""
+
+import json
+import struct
+from typing import Any, overload
+
+from samsa.serde.exceptions import DeserializationError, SerializationError
+
+# Built once: json.dumps with non-default options would build a new encoder on every call.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_JSON_DECODER = json.JSONDecoder()
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+class BytesSerde:
+    """Identity: bytes stay bytes; bytearray and memoryview are copied to bytes."""
+
+    name = "bytes"
+
+    @overload
+    def to_bytes(self, obj: None) -> None: ...
+    @overload
+    def to_bytes(self, obj: bytes | bytearray | memoryview) -> bytes: ...
+    def to_bytes(self, obj: bytes | bytearray | memoryview | None) -> bytes | None:
+        """Return `obj` as bytes."""
+        if type(obj) is bytes or obj is None:
+            return obj
+        if isinstance(obj, bytes | bytearray | memoryview):
+            return bytes(obj)
+        raise SerializationError(
+            self.name, f"expected bytes, bytearray or memoryview, got {type(obj).__name__}"
+        )
+
+    @overload
+    def from_bytes(self, data: None) -> None: ...
+    @overload
+    def from_bytes(self, data: bytes) -> bytes: ...
+    def from_bytes(self, data: bytes | None) -> bytes | None:
+        """Return `data` unchanged."""
+        return data
+
+
+class StringSerde:
+    """Text in one encoding (utf-8 unless configured), like Samza's StringSerde."""
+
+    def __init__(self, encoding: str = "utf-8") -> None:
+        self.encoding = encoding
+        self.name = "string"
+
+    @overload
+    def to_bytes(self, obj: None) -> None: ...
+    @overload
+    def to_bytes(self, obj: str) -> bytes: ...
+    def to_bytes(self, obj: str | None) -> bytes | None:
+        """Encode `obj`."""
+        if obj is None:
+            return None
+        try:
+            return obj.encode(self.encoding)
+        except AttributeError as exc:
+            raise SerializationError(self.name, f"expected str, got {type(obj).__name__}") from exc
+        except UnicodeEncodeError as exc:
+            raise SerializationError(self.name, f"text is not encodable as {self.encoding}: {exc}") from exc
+
+    @overload
+    def from_bytes(self, data: None) -> None: ...
+    @overload
+    def from_bytes(self, data: bytes) -> str: ...
+    def from_bytes(self, data: bytes | None) -> str | None:
+        """Decode `data`."""
+        if data is None:
+            return None
+        try:
+            return data.decode(self.encoding)
+        except UnicodeDecodeError as exc:
+            raise DeserializationError(self.name, f"bytes are not valid {self.encoding}: {exc}") from exc
+
+
+class JsonSerde:
+    """Compact utf-8 JSON (no spaces, non-ASCII kept as utf-8, NaN and Infinity refused)."""
+
+    name = "json"
+
+    @overload
+    def to_bytes(self, obj: None) -> None: ...
+    @overload
+    def to_bytes(self, obj: Any) -> bytes: ...
+    def to_bytes(self, obj: Any) -> bytes | None:
+        """Encode `obj` as JSON; `None` is a tombstone, not the JSON `null`."""
+        if obj is None:
+            return None
+        try:
+            return _JSON_ENCODER.encode(obj).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise SerializationError(self.name, f"expected a JSON-compatible value: {exc}") from exc
+
+    @overload
+    def from_bytes(self, data: None) -> None: ...
+    @overload
+    def from_bytes(self, data: bytes) -> Any: ...
+    def from_bytes(self, data: bytes | None) -> Any:
+        """Decode a JSON document."""
+        if data is None:
+            return None
+        try:
+            return _JSON_DECODER.decode(data.decode("utf-8"))
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+            raise DeserializationError(self.name, f"expected a utf-8 JSON document: {exc}") from exc
+
+
+class _FixedIntSerde:
+    """A signed big-endian integer of a fixed width."""
+
+    def __init__(self, name: str, codec: struct.Struct) -> None:
+        self.name = name
+        self._codec = codec
+        self._bits = codec.size * 8
+
+    @overload
+    def to_bytes(self, obj: None) -> None: ...
+    @overload
+    def to_bytes(self, obj: int) -> bytes: ...
+    def to_bytes(self, obj: int | None) -> bytes | None:
+        """Pack `obj`."""
+        if obj is None:
+            return None
+        try:
+            return self._codec.pack(obj)
+        except struct.error as exc:
+            raise SerializationError(
+                self.name, f"expected an int in the signed {self._bits}-bit range, got {obj!r}"
+            ) from exc
+
+    @overload
+    def from_bytes(self, data: None) -> None: ...
+    @overload
+    def from_bytes(self, data: bytes) -> int: ...
+    def from_bytes(self, data: bytes | None) -> int | None:
+        """Unpack exactly `codec.size` bytes."""
+        if data is None:
+            return None
+        try:
+            value: int = self._codec.unpack(data)[0]
+        except struct.error as exc:
+            raise DeserializationError(
+                self.name, f"expected {self._codec.size} bytes, got {len(data)}"
+            ) from exc
+        return value
+
+
+class IntegerSerde(_FixedIntSerde):
+    """4-byte big-endian signed int, byte-compatible with Samza's IntegerSerde."""
+
+    def __init__(self) -> None:
+        super().__init__("integer", _INT32)
+
+
+class LongSerde(_FixedIntSerde):
+    """8-byte big-endian signed long, byte-compatible with Samza's LongSerde."""
+
+    def __init__(self) -> None:
+        super().__init__("long", _INT64)

@@ -1,0 +1,41 @@
+"""Errors raised by key-value stores: lookup, lifecycle, configuration and I/O."""
+
+from collections.abc import Iterable
+
+from samsa.exceptions import SamsaError
+
+
+class StoreError(SamsaError):
+    """Base class of store errors; also raised as is for engine I/O failures (open, flush, checkpoint)."""
+
+
+class StoreNotFoundError(StoreError):
+    """A task asked for a store the job config does not define."""
+
+    def __init__(self, name: str, configured: Iterable[str]) -> None:
+        self.name = name
+        self.configured = sorted(configured)
+        listed = ", ".join(self.configured) or "none"
+        super().__init__(
+            f"no store named {name!r} (configured stores: {listed}); "
+            f"define it with stores.{name}.factory in the job config or fix the name"
+        )
+
+
+class StoreClosedError(StoreError):
+    """A store, or an iterator over it, was used after the store was closed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"store {name!r} is closed; it was used after close() (an iterator or a reference "
+            "kept past task shutdown?) - take a new store from the task context instead"
+        )
+
+
+class StoreConfigError(StoreError):
+    """A `stores.*` configuration value is missing or malformed."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {problem}")

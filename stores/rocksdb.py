@@ -1,0 +1,225 @@
+"""RocksDB key-value engine over bytes, on `rocksdict` in raw mode (the only module importing rocksdict)."""
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn, cast
+from weakref import WeakSet
+
+from rocksdict import (
+    BlockBasedOptions,
+    Checkpoint,
+    DBCompactionStyle,
+    DBCompressionType,
+    Options,
+    Rdict,
+    WriteBatch,
+)
+from samsa.stores.api import KeyValueStore
+from samsa.stores.exceptions import StoreClosedError, StoreError
+from samsa.stores.rocksdb_options import RocksDbOptions
+
+_COMPRESSION: dict[str, Callable[[], DBCompressionType]] = {
+    "none": DBCompressionType.none,
+    "snappy": DBCompressionType.snappy,
+    "lz4": DBCompressionType.lz4,
+    "lz4hc": DBCompressionType.lz4hc,
+    "zstd": DBCompressionType.zstd,
+    "zlib": DBCompressionType.zlib,
+    "bz2": DBCompressionType.bz2,
+}
+_COMPACTION: dict[str, Callable[[], DBCompactionStyle]] = {
+    "level": DBCompactionStyle.level,
+    "universal": DBCompactionStyle.universal,
+    "fifo": DBCompactionStyle.fifo,
+}
+
+
+class RocksDbStore(KeyValueStore[bytes, bytes]):
+    """A RocksDB database at `path` holding raw bytes keys and values.
+
+    Writes go through the write-ahead log, so a crash loses nothing `put` returned for; `flush()` moves
+    memtables into SST files. Iterators read a consistent snapshot taken when `range`/`all` is called.
+    `checkpoint()` may run on another thread while this one writes (RocksDB allows it); everything else
+    expects the single task thread.
+    """
+
+    def __init__(self, path: Path, options: RocksDbOptions | None = None, *, name: str | None = None) -> None:
+        self.path = path
+        self.name = name or path.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = Rdict(str(path), _rocksdict_options(options or RocksDbOptions()))
+        except Exception as e:  # rocksdict raises bare Exception for every RocksDB status
+            raise StoreError(_open_failure(self.name, path, e)) from e
+        self._db: Rdict | None = db
+        # Live iterators pin the database open (the LOCK file stays held), so close() must end them.
+        self._iterators: WeakSet[_RocksIterator] = WeakSet()
+        # Bound once: get/put run per message, and an attribute lookup chain per call adds up.
+        self._get: Callable[[bytes], bytes | None] = db.get
+        self._put: Callable[[bytes, bytes], None] = db.put
+        self._delete: Callable[[bytes], None] = db.delete
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._get(key)
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self._delete(key)
+        else:
+            self._put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self._delete(key)
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Apply all entries atomically in one write batch."""
+        db = self._open_db()
+        batch = WriteBatch(raw_mode=True)
+        for key, value in entries:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        if not batch.is_empty():
+            db.write(batch)
+
+    def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        db = self._open_db()
+        wanted = list(keys)
+        values = cast(list[bytes | None], db.get(cast(list[Any], wanted)))  # one RocksDB multi-get
+        return {key: value for key, value in zip(wanted, values, strict=True) if value is not None}
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        db = self._open_db()
+        if from_key >= to_key:
+            return iter(())
+        return self._track(_RocksIterator(db.items(from_key=from_key), to_key, self.name))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._track(_RocksIterator(self._open_db().items(), None, self.name))
+
+    def flush(self) -> None:
+        """Flush memtables to SST files and wait for it."""
+        db = self._open_db()
+        try:
+            db.flush(True)
+        except Exception as e:
+            raise StoreError(f"store {self.name!r} at {self.path}: flush failed: {e}") from e
+
+    def checkpoint(self, dest_dir: Path) -> Path:
+        """Write a consistent copy of the store into `dest_dir` (hard links to SSTs: cheap) and return it.
+
+        `dest_dir` must not exist; it opens as a regular `RocksDbStore`.
+        """
+        db = self._open_db()
+        if dest_dir.exists():
+            raise StoreError(
+                f"cannot checkpoint store {self.name!r} into {dest_dir}: it already exists; "
+                "remove it or use a new checkpoint id"
+            )
+        dest_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Checkpoint(db).create_checkpoint(str(dest_dir))
+        except Exception as e:
+            raise StoreError(f"checkpoint of store {self.name!r} into {dest_dir} failed: {e}") from e
+        return dest_dir
+
+    def close(self) -> None:
+        db = self._db
+        if db is None:
+            return
+        for iterator in list(self._iterators):
+            iterator.invalidate()
+        self._db = None
+        self._get = self._put = self._delete = self._raise_closed
+        db.close()
+
+    def _open_db(self) -> Rdict:
+        db = self._db
+        if db is None:
+            raise StoreClosedError(self.name)
+        return db
+
+    def _raise_closed(self, *_: object) -> NoReturn:
+        raise StoreClosedError(self.name)
+
+    def _track(self, iterator: "_RocksIterator") -> "_RocksIterator":
+        self._iterators.add(iterator)
+        return iterator
+
+    def __repr__(self) -> str:
+        state = "closed" if self._db is None else "open"
+        return f"RocksDbStore({self.name!r}, {str(self.path)!r}, {state})"
+
+
+class _RocksIterator(Iterator[tuple[bytes, bytes]]):
+    """Entries of a rocksdict items iterator up to an exclusive bound; drops the native iterator at the end.
+
+    Dropping the native iterator (end reached, `close()`, garbage collection, or the store closing) is
+    what releases RocksDB's snapshot and the database handle.
+    """
+
+    __slots__ = ("__weakref__", "_entries", "_store_closed", "_store_name", "_to")
+
+    def __init__(self, entries: Iterator[object], to_key: bytes | None, store_name: str) -> None:
+        self._entries: Iterator[tuple[bytes, bytes]] | None = cast(Iterator[tuple[bytes, bytes]], entries)
+        self._to = to_key
+        self._store_name = store_name
+        self._store_closed = False
+
+    def __iter__(self) -> "_RocksIterator":
+        return self
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        entries = self._entries
+        if entries is None:
+            if self._store_closed:
+                raise StoreClosedError(self._store_name)
+            raise StopIteration
+        try:
+            entry = next(entries)
+        except StopIteration:
+            self._entries = None
+            raise
+        to = self._to
+        if to is not None and entry[0] > to:
+            self._entries = None
+            raise StopIteration
+        return entry
+
+    def close(self) -> None:
+        """Release the native iterator now rather than at garbage collection."""
+        self._entries = None
+
+    def invalidate(self) -> None:
+        """Called by the store's close(): release, and make further use raise `StoreClosedError`."""
+        if self._entries is not None:
+            self._entries = None
+            self._store_closed = True
+
+
+def _rocksdict_options(options: RocksDbOptions) -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_compression_type(_COMPRESSION[options.compression]())
+    opts.set_compaction_style(_COMPACTION[options.compaction_style]())
+    opts.set_write_buffer_size(options.write_buffer_size_bytes)
+    opts.set_max_write_buffer_number(options.num_write_buffers)
+    opts.set_max_open_files(options.max_open_files)
+    opts.set_max_background_jobs(options.max_background_jobs)
+    table = BlockBasedOptions()
+    table.set_block_size(options.block_size_bytes)
+    if options.bloom_filter_bits_per_key > 0:
+        table.set_bloom_filter(options.bloom_filter_bits_per_key, False)  # full filter, not block-based
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def _open_failure(name: str, path: Path, error: Exception) -> str:
+    text = str(error)
+    if "lock" in text.lower():
+        return (
+            f"cannot open store {name!r} at {path}: it is locked ({text}); another container or an "
+            "unclosed store in this process holds it - stop that one, or close the store first"
+        )
+    return f"cannot open store {name!r} at {path}: {text}"

@@ -1,0 +1,97 @@
+"""The layer that turns typed keys and values into bytes for the engine below, with the job's serdes."""
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol, TypeVar
+
+from samsa.stores.api import K, KeyValueStore, V
+
+T = TypeVar("T")
+
+
+class _Serde(Protocol[T]):
+    """What this layer needs of a serde (`samsa.serde.Serde` has this shape; kept local to stay decoupled)."""
+
+    def to_bytes(self, obj: T) -> bytes: ...
+
+    def from_bytes(self, data: bytes) -> T: ...
+
+
+class SerializedStore(KeyValueStore[K, V]):
+    """A typed store over a bytes store: keys through `key_serde`, values through `msg_serde`.
+
+    None values never reach the serdes: `put(k, None)` deletes, and absent keys read as None. Ordering
+    of `range`/`all` is the serialized key order. Serde errors propagate unchanged, with a note naming
+    the store and the operation.
+    """
+
+    def __init__(
+        self, inner: KeyValueStore[bytes, bytes], key_serde: _Serde[K], msg_serde: _Serde[V]
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        # Bound once: these run per message.
+        self._key_bytes = key_serde.to_bytes
+        self._key_obj = key_serde.from_bytes
+        self._value_bytes = msg_serde.to_bytes
+        self._value_obj = msg_serde.from_bytes
+        self._inner_get = inner.get
+        self._inner_put = inner.put
+
+    def get(self, key: K) -> V | None:
+        try:
+            raw = self._inner_get(self._key_bytes(key))
+            return None if raw is None else self._value_obj(raw)
+        except Exception as e:
+            e.add_note(f"in store {self.name!r}: get({key!r:.200})")
+            raise
+
+    def put(self, key: K, value: V | None) -> None:
+        try:
+            self._inner_put(self._key_bytes(key), None if value is None else self._value_bytes(value))
+        except Exception as e:
+            e.add_note(f"in store {self.name!r}: put({key!r:.200}, ...)")
+            raise
+
+    def delete(self, key: K) -> None:
+        try:
+            self.inner.delete(self._key_bytes(key))
+        except Exception as e:
+            e.add_note(f"in store {self.name!r}: delete({key!r:.200})")
+            raise
+
+    def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
+        key_bytes, value_bytes = self._key_bytes, self._value_bytes
+        self.inner.put_all(
+            (key_bytes(key), None if value is None else value_bytes(value)) for key, value in entries
+        )
+
+    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
+        by_raw = {self._key_bytes(key): key for key in keys}
+        value_obj = self._value_obj
+        return {by_raw[raw_key]: value_obj(raw) for raw_key, raw in self.inner.get_all(by_raw).items()}
+
+    def range(self, from_key: K, to_key: K) -> Iterator[tuple[K, V]]:
+        return self._decoded(self.inner.range(self._key_bytes(from_key), self._key_bytes(to_key)))
+
+    def all(self) -> Iterator[tuple[K, V]]:
+        return self._decoded(self.inner.all())
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def _decoded(self, entries: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[K, V]]:
+        # A generator: abandoning it drops `entries`, which releases the engine's iterator.
+        key_obj, value_obj = self._key_obj, self._value_obj
+        for raw_key, raw in entries:
+            try:
+                entry = key_obj(raw_key), value_obj(raw)
+            except Exception as e:
+                e.add_note(f"in store {self.name!r}: iterating at serialized key {raw_key!r:.200}")
+                raise
+            yield entry
+
+    def __repr__(self) -> str:
+        return f"SerializedStore({self.inner!r})"

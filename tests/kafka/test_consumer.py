@@ -1,0 +1,146 @@
+"""KafkaConsumer against the real broker: explicit offsets, pause/resume, seek, watermarks, timestamps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from samsa.kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    KafkaConsumer,
+    KafkaProducer,
+    RawMessage,
+    TopicPartition,
+)
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def producer(kafka_bootstrap: str) -> Iterator[KafkaProducer]:
+    p = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def consumer(kafka_bootstrap: str) -> Iterator[KafkaConsumer]:
+    c = KafkaConsumer({"bootstrap.servers": kafka_bootstrap})
+    yield c
+    c.close()
+
+
+def _read(consumer: KafkaConsumer, n: int, timeout: float = 10) -> list[RawMessage]:
+    got: list[RawMessage] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(consumer.consume(500, 0.2))
+    return got
+
+
+def _fill(producer: KafkaProducer, topic: str, partitions: int, per_partition: int) -> None:
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.send(topic, b"%d-%d" % (p, i), key=b"k%d" % i, partition=p, headers=[("i", b"%d" % i)])
+    producer.flush()
+
+
+def test_round_trip_four_partitions_from_explicit_offsets(
+    topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer
+) -> None:
+    topic = topics(4)
+    _fill(producer, topic, 4, 10)
+    start = {(topic, 0): 0, (topic, 1): 3, (topic, 2): 9, (topic, 3): OFFSET_BEGINNING}
+    consumer.assign(start)
+    assert sorted(consumer.assignment()) == sorted(start)
+    msgs = _read(consumer, 10 + 7 + 1 + 10)
+    by_partition: dict[int, list[int]] = {}
+    for m in msgs:
+        assert m.topic() == topic and m.error() is None
+        assert m.value() == b"%d-%d" % (m.partition(), m.offset())
+        assert m.key() == b"k%d" % m.offset()
+        assert m.headers() == [("i", b"%d" % m.offset())]
+        assert m.timestamp()[1] > 0
+        by_partition.setdefault(m.partition(), []).append(m.offset())
+    assert by_partition == {0: list(range(10)), 1: list(range(3, 10)), 2: [9], 3: list(range(10))}
+    assert consumer.position([(topic, 0), (topic, 2)]) == {(topic, 0): 10, (topic, 2): 10}
+    assert consumer.consume(100, 0.05) == []
+
+
+def test_consume_returns_as_soon_as_one_message_is_there(
+    topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer
+) -> None:
+    topic = topics(1)
+    consumer.assign({(topic, 0): 0})
+    assert consumer.consume(1000, 0.2) == []
+    producer.send(topic, b"one", partition=0)
+    producer.flush()
+    started = time.monotonic()
+    msgs = consumer.consume(1000, 5.0)
+    assert [m.value() for m in msgs] == [b"one"]
+    assert time.monotonic() - started < 2.0  # not the full timeout
+
+
+def test_pause_and_resume(topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer) -> None:
+    topic = topics(2)
+    _fill(producer, topic, 2, 5)
+    a: TopicPartition = (topic, 0)
+    b: TopicPartition = (topic, 1)
+    consumer.assign({a: 0, b: 0})
+    consumer.pause([a])
+    consumer.seek(a, 0)  # drop anything prefetched before the pause
+    first = _read(consumer, 5, timeout=1.5)
+    assert {m.partition() for m in first} == {1}
+    assert len(first) == 5
+    consumer.resume([a])
+    rest = _read(consumer, 5)
+    assert [(m.partition(), m.offset()) for m in rest] == [(0, i) for i in range(5)]
+
+
+def test_seek_rewinds_and_skips(
+    topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer
+) -> None:
+    topic = topics(1)
+    _fill(producer, topic, 1, 10)
+    tp = (topic, 0)
+    consumer.assign({tp: 0})
+    assert len(_read(consumer, 10)) == 10
+    consumer.seek(tp, 4)
+    assert [m.offset() for m in _read(consumer, 6)] == [4, 5, 6, 7, 8, 9]
+    consumer.seek(tp, 8)
+    assert [m.offset() for m in _read(consumer, 2)] == [8, 9]
+
+
+def test_position_before_reading_is_invalid(topics: TopicFactory, consumer: KafkaConsumer) -> None:
+    topic = topics(1)
+    consumer.assign({(topic, 0): 0})
+    assert consumer.position([(topic, 0)]) == {(topic, 0): OFFSET_INVALID}
+
+
+def test_watermarks_live_and_cached(
+    topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer
+) -> None:
+    topic = topics(2)
+    _fill(producer, topic, 1, 7)
+    assert consumer.watermarks((topic, 0)) == (0, 7)
+    assert consumer.watermarks((topic, 1)) == (0, 0)
+    assert consumer.watermarks((topic, 0), cached=True)[1] == OFFSET_INVALID  # nothing fetched yet
+    consumer.assign({(topic, 0): 0})
+    _read(consumer, 7)
+    assert consumer.watermarks((topic, 0), cached=True)[1] == 7
+
+
+def test_offsets_for_times(topics: TopicFactory, producer: KafkaProducer, consumer: KafkaConsumer) -> None:
+    topic = topics(2)
+    base = int(time.time() * 1000) - 60_000
+    for i in range(5):
+        producer.send(topic, b"x", partition=0, timestamp=base + i * 1000)
+    producer.flush()
+    tp0, tp1 = (topic, 0), (topic, 1)
+    assert consumer.offsets_for_times([tp0, tp1], base - 10) == {tp0: 0, tp1: 0}
+    assert consumer.offsets_for_times([tp0], base + 2500) == {tp0: 3}
+    assert consumer.offsets_for_times([tp0], base + 4000) == {tp0: 4}
+    # No message at/after the timestamp: the high watermark, where the next message will land.
+    assert consumer.offsets_for_times([tp0], base + 10_000) == {tp0: 5}
