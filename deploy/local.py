@@ -117,7 +117,7 @@ class LocalSupervisor:
             child.restarts.popleft()
         if len(child.restarts) >= self.job.max_restarts:
             log.error(
-                "container %s exited with %d and has crashed %d times in %d s (deploy.local.max.restarts=%d); "
+                "container %s exited with %d and crashed %d times in %d s (deploy.local.max.restarts=%d); "
                 "stopping the job: read its log above for the cause",
                 child.container_id,
                 rc,

@@ -14,6 +14,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
+
 from samsa.kafka.config import LIBRDKAFKA_LOG
 from samsa.kafka.exceptions import KafkaSystemError, TopicMismatchError, TopicNotFoundError
 

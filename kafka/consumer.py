@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as _CTopicPartition
+
 from samsa.kafka.config import CONSUMER_DEFAULTS, LIBRDKAFKA_LOG, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError
 from samsa.kafka.message import OFFSET_END, RawMessage, TopicPartition

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -48,13 +49,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def _die_with_parent() -> None:
-    # Linux only: the broker gets SIGTERM when the process (thread) that started it dies, so a killed test
-    # run leaves no broker behind.
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A preexec_fn (Linux only) that makes the broker get SIGTERM when the thread that started it dies,
+    so a killed test run leaves no broker behind."""
+    if sys.platform != "linux":
+        return None
     import ctypes
 
+    # Resolved in the parent: the child, forked from a process with librdkafka threads, only calls it.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
     pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return hook
 
 
 class EmbeddedBroker:
@@ -109,6 +118,7 @@ class EmbeddedBroker:
             except BrokerStartError:
                 self._kill()
                 if attempt == attempts - 1:
+                    self.stop()  # the error carries the log tail; drop a temp dir we made
                     raise
         return self
 
@@ -121,14 +131,15 @@ class EmbeddedBroker:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=_die_with_parent_hook(),
             )
         self._await_ready()
 
     def _await_ready(self) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + self._start_timeout
-        admin = KafkaAdmin({"bootstrap.servers": f"{self._host}:{self._port}"}, timeout=1.0)
+        # log_level 0: "connection refused" until the broker listens is expected, not worth a log line.
+        admin = KafkaAdmin({"bootstrap.servers": f"{self._host}:{self._port}", "log_level": 0}, timeout=1.0)
         while True:
             if self._proc.poll() is not None:
                 raise BrokerStartError(

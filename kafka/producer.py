@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
 from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
 from samsa.kafka.message import Headers
@@ -16,6 +17,11 @@ _POLL_EVERY_SENDS = 1000
 _QUEUE_FULL_POLL_S = 0.1
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+def _as_list(headers: Headers | None) -> list[Any] | None:
+    # librdkafka takes a list (or dict) only, not any sequence.
+    return headers if headers is None or type(headers) is list else list(headers)
 
 
 class KafkaProducer:
@@ -51,7 +57,10 @@ class KafkaProducer:
             raise self._failure
         part = -1 if partition is None else partition
         try:
-            self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=headers)  # type: ignore[arg-type]
+            if headers is None and timestamp is None:  # the common case, kept cheap
+                self._produce(topic, value, key, part)
+            else:
+                self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=_as_list(headers))
         except BufferError:
             self._send_when_room(topic, value, key, part, headers, timestamp)
         except KafkaException as e:
@@ -79,7 +88,7 @@ class KafkaProducer:
             if self._failure is not None:
                 raise self._failure
             try:
-                self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=headers)  # type: ignore[arg-type]
+                self._produce(topic, value, key, part, timestamp=timestamp or 0, headers=_as_list(headers))
                 return
             except BufferError:
                 continue

@@ -22,6 +22,7 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.task import StreamTask
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
+from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.factory import store_specs
 from samsa.stores.storage_manager import TaskStorage
@@ -133,7 +134,7 @@ class Container:
 
         def lag() -> float:
             _, high = consumer.watermarks((ssp.stream, ssp.partition), cached=True)
-            return float(max(0, high - ti.offsets.get(ssp, high)))
+            return max(0, high - ti.offsets.get(ssp, high))
 
         return lag
 
@@ -155,6 +156,8 @@ class Container:
 
     # -- bad input --------------------------------------------------------------------------------
     def on_bad_message(self, buf: PartitionBuffer, msg: RawMessage, part: str, error: Exception) -> None:
+        if isinstance(error, SchemaRegistryError):
+            raise error  # the registry is down: an outage, not a bad message to skip or park
         policy = self.job.deserialization_policy
         serde = buf.key_serde if part == "key" else buf.msg_serde
         where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"

@@ -24,7 +24,7 @@ def coordinator_topic(job: JobConfig) -> str:
 
 
 def client_config(job: JobConfig, system: str, role: str = "consumer") -> dict[str, Any]:
-    """librdkafka settings of a system: bootstrap servers plus the `consumer.*` or `producer.*` pass-through."""
+    """librdkafka settings of a system: bootstrap servers plus its `consumer.*` or `producer.*` keys."""
     settings = job.systems[system]
     if settings.factory != "kafka":
         raise ConfigError(f"systems.{system}.samza.factory={settings.factory} cannot host Kafka clients")
@@ -33,7 +33,7 @@ def client_config(job: JobConfig, system: str, role: str = "consumer") -> dict[s
 
 
 def checkpoint_system(job: JobConfig) -> str:
-    """The system holding the checkpoint and coordinator topics: `task.checkpoint.system` or the first input's."""
+    """System of the checkpoint and coordinator topics: `task.checkpoint.system` or the first input's."""
     return job.config.value("task.checkpoint.system") or job.inputs[0].system
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +26,7 @@ class IncomingMessageEnvelope:
         key: Any,
         value: Any,
         timestamp: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
         self.system = system
         self.stream = stream
@@ -60,7 +61,7 @@ class OutgoingMessage:
         value: Any = None,
         *,
         partition: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
         timestamp: int | None = None,
     ) -> None:
         self.system = system

@@ -10,6 +10,7 @@ from typing import Any, overload
 
 import fastavro
 import fastavro.validation
+
 from samsa.serde.base import Serde
 from samsa.serde.exceptions import (
     DeserializationError,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tenacity
+
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"

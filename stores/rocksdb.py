@@ -14,6 +14,7 @@ from rocksdict import (
     Rdict,
     WriteBatch,
 )
+
 from samsa.stores.api import KeyValueStore
 from samsa.stores.exceptions import StoreClosedError, StoreError
 from samsa.stores.rocksdb_options import RocksDbOptions
@@ -182,7 +183,7 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
             self._entries = None
             raise
         to = self._to
-        if to is not None and entry[0] > to:
+        if to is not None and entry[0] >= to:
             self._entries = None
             raise StopIteration
         return entry

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
+
 from samsa.kafka.admin import KafkaAdmin
 from samsa.kafka.embedded import EmbeddedBroker
 

@@ -30,7 +30,9 @@ def read_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
         deadline = time.monotonic() + 60
         while remaining and time.monotonic() < deadline:
             for msg in consumer.consume(5000, 0.5):
-                counts[msg.key().decode()] = long_serde.from_bytes(msg.value())
+                key, value = msg.key(), msg.value()
+                if key is not None and value is not None:
+                    counts[key.decode()] = long_serde.from_bytes(value)
                 tp = (msg.topic(), msg.partition())
                 if msg.offset() >= ends[tp] - 1:
                     remaining.discard(tp)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from samsa.runtime.exceptions import ConfigError
 
 

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+
 from samsa.kafka import KafkaAdmin, KafkaSystemError, TopicMismatchError, TopicNotFoundError
 
 TopicFactory = Callable[..., str]

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, Message
+
 from samsa.kafka import (
     OFFSET_BEGINNING,
     OFFSET_INVALID,
     KafkaConsumer,
     KafkaProducer,
+    KafkaSystemError,
     RawMessage,
     TopicPartition,
 )
@@ -144,3 +149,75 @@ def test_offsets_for_times(topics: TopicFactory, producer: KafkaProducer, consum
     assert consumer.offsets_for_times([tp0], base + 4000) == {tp0: 4}
     # No message at/after the timestamp: the high watermark, where the next message will land.
     assert consumer.offsets_for_times([tp0], base + 10_000) == {tp0: 5}
+
+
+# -- the error policy of consume(), with a fake confluent consumer --------------------------------------
+
+
+class _FakeConfluentConsumer:
+    """Stands in for confluent_kafka.Consumer: `queued` is ready now, `arriving` comes during a poll wait."""
+
+    def __init__(self, queued: list[Message]) -> None:
+        self.queued = queued
+        self.arriving: list[Message] = []
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        out, self.queued = self.queued[:n], self.queued[n:]
+        return out
+
+    def poll(self, timeout: float) -> Message | None:
+        self.queued += self.arriving
+        self.arriving = []
+        return self.queued.pop(0) if self.queued else None
+
+    def close(self) -> None:
+        pass
+
+
+def _consumer_with(batch: list[Message]) -> KafkaConsumer:
+    consumer = KafkaConsumer({"bootstrap.servers": "127.0.0.1:1"})
+    real: Any = consumer._consumer
+    real.close()
+    consumer._consumer = _FakeConfluentConsumer(batch)  # type: ignore[assignment]
+    return consumer
+
+
+def _msg(offset: int, error: KafkaError | None = None, topic: str | None = "t") -> Message:
+    return Message(topic=topic, partition=1, offset=offset, value=b"v%d" % offset, error=error)
+
+
+def test_consume_drops_partition_eof() -> None:
+    eof = KafkaError(KafkaError._PARTITION_EOF, "eof")
+    consumer = _consumer_with([_msg(0), _msg(1, eof), _msg(2)])
+    assert [m.offset() for m in consumer.consume(10, 0)] == [0, 2]
+
+
+def test_consume_raises_on_partition_error_naming_it() -> None:
+    err = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")
+    consumer = _consumer_with([_msg(0), _msg(1, err, topic="secret")])
+    with pytest.raises(KafkaSystemError, match=r"topic 'secret' partition 1.*TOPIC_AUTHORIZATION_FAILED"):
+        consumer.consume(10, 0)
+
+
+def test_consume_raises_on_fatal_error() -> None:
+    err = KafkaError(KafkaError._FATAL, "boom", fatal=True)
+    consumer = _consumer_with([_msg(0, err, topic=None)])
+    with pytest.raises(KafkaSystemError, match="boom"):
+        consumer.consume(10, 0)
+
+
+def test_consume_logs_transient_error(caplog: pytest.LogCaptureFixture) -> None:
+    err = KafkaError(KafkaError._TRANSPORT, "broker went away")
+    consumer = _consumer_with([_msg(0), _msg(1, err, topic=None)])
+    with caplog.at_level(logging.WARNING, logger="samsa.kafka.consumer"):
+        assert [m.offset() for m in consumer.consume(10, 0)] == [0]
+    assert "broker went away" in caplog.text
+
+
+def test_consume_waits_for_the_first_message_then_takes_the_rest() -> None:
+    consumer = _consumer_with([])
+    assert consumer.consume(10, 0.01) == []
+    fake: Any = consumer._consumer
+    fake.arriving = [_msg(0), _msg(1), _msg(2)]
+    assert [m.offset() for m in consumer.consume(2, 1.0)] == [0, 1]
+    assert [m.offset() for m in consumer.consume(2, 0)] == [2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import socket
 import subprocess
@@ -9,8 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from samsa.kafka import KafkaAdmin
-from samsa.kafka.embedded import BrokerStartError, EmbeddedBroker, free_port
+
+from samsa.kafka import BrokerStartError, KafkaAdmin
+from samsa.kafka.embedded import EmbeddedBroker, free_port, noida_binary
+
+needs_noida = pytest.mark.skipif(
+    importlib.util.find_spec("noida_db") is None, reason="noida-db not installed"
+)
 
 
 def _port_open(port: int) -> bool:
@@ -19,6 +25,8 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@needs_noida
+@pytest.mark.integration
 def test_start_serves_and_stop_cleans_up() -> None:
     with EmbeddedBroker() as broker:
         data_dir = broker.data_dir
@@ -32,12 +40,16 @@ def test_start_serves_and_stop_cleans_up() -> None:
     assert not _port_open(port)
 
 
+@needs_noida
+@pytest.mark.integration
 def test_given_data_dir_is_kept(tmp_path: Path) -> None:
     broker = EmbeddedBroker(tmp_path / "d").start()
     broker.stop()
     assert (tmp_path / "d" / "samsa-broker.log").is_file()
 
 
+@needs_noida
+@pytest.mark.integration
 def test_port_in_use_raises_with_log_tail(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -48,6 +60,8 @@ def test_port_in_use_raises_with_log_tail(tmp_path: Path) -> None:
     assert "Log tail" in str(err.value)
 
 
+@needs_noida
+@pytest.mark.integration
 def test_cli_prints_address_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
@@ -68,3 +82,14 @@ def test_cli_prints_address_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(BrokerStartError, match=r"noida-db==0\.2\.3"):
+        noida_binary()
+
+
+def test_bootstrap_before_start_is_an_error() -> None:
+    with pytest.raises(BrokerStartError, match="not started"):
+        _ = EmbeddedBroker().bootstrap_servers

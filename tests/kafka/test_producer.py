@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from samsa.kafka import (
     KafkaConsumer,
     KafkaProducer,
@@ -133,9 +134,11 @@ def test_transaction_commit_visible_abort_hidden_to_read_committed(
 
 
 def test_transaction_calls_need_a_transactional_id(kafka_bootstrap: str) -> None:
-    with KafkaProducer({"bootstrap.servers": kafka_bootstrap}) as producer:
-        with pytest.raises(KafkaSystemError, match="transactional.id"):
-            producer.begin_transaction()
+    with (
+        KafkaProducer({"bootstrap.servers": kafka_bootstrap}) as producer,
+        pytest.raises(KafkaSystemError, match=r"transactional\.id"),
+    ):
+        producer.begin_transaction()
 
 
 def test_commit_without_begin_is_a_transaction_error(kafka_bootstrap: str) -> None:

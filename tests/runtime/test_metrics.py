@@ -4,6 +4,7 @@ import dis
 import threading
 
 import pytest
+
 from samsa.runtime.metrics import (
     COMMIT_SECONDS,
     CONSUMER_LAG,

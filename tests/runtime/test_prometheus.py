@@ -7,6 +7,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
 from samsa.runtime.metrics import CONSUMER_LAG, PROCESS_SECONDS, MetricsError, MetricsRegistry
 from samsa.runtime.prometheus import CONTENT_TYPE, PrometheusServer, format_value, render
 

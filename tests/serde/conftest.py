@@ -3,6 +3,7 @@
 from collections.abc import Iterator
 
 import pytest
+
 from samsa.serde.testing import FakeSchemaRegistry
 
 

@@ -10,6 +10,7 @@ import fastavro
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from samsa.serde.avro import AvroSerde, AvroSerdeFactory, ConfluentAvroSerde, parse_schema
 from samsa.serde.exceptions import DeserializationError, SerdeConfigError, SerializationError
 from samsa.serde.schema_registry import SchemaRegistryClient

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from samsa.serde import BUILTIN_SERDES, SERDE_CONFIG_KEYS, Serde, SerdeConfigError, SerdeRegistry
 from samsa.serde.avro import AvroSerde, ConfluentAvroSerde
 from samsa.serde.builtin import BytesSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde

@@ -5,6 +5,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.serde.schema_registry import RegisteredSchema, SchemaRegistryClient
 from samsa.serde.testing import FakeSchemaRegistry

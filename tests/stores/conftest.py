@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from samsa.stores.api import KeyValueStore
 from samsa.stores.memory import InMemoryStore
 from samsa.stores.rocksdb import RocksDbStore

@@ -3,6 +3,7 @@
 import gc
 
 import pytest
+
 from samsa.stores.api import KeyValueStore
 from samsa.stores.exceptions import StoreClosedError
 

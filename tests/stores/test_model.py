@@ -7,6 +7,7 @@ from pathlib import Path
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from samsa.stores.api import KeyValueStore
 from samsa.stores.memory import InMemoryStore
 from samsa.stores.rocksdb import RocksDbStore

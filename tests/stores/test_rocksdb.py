@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from samsa.stores.exceptions import StoreClosedError, StoreError
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.rocksdb_options import COMPACTION_STYLES, COMPRESSIONS, RocksDbOptions

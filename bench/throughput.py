@@ -1,0 +1,236 @@
+"""Throughput of Samsa's word count against a hand-written confluent-kafka + RocksDB loop doing the same work.
+
+Prints figures; it is not a test. `python bench/throughput.py --messages 300000` (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+# bench/ is not part of the package, so the one-module-per-library rule does not hold here: the raw
+# baseline talks to confluent_kafka and rocksdict directly, as a user writing it by hand would.
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from rocksdict import Options, Rdict
+
+from samsa.examples.wordcount.demo import read_counts
+from samsa.examples.wordcount.generator import produce_words
+from samsa.kafka import KafkaAdmin
+from samsa.kafka.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from samsa.kafka.embedded import EmbeddedBroker
+
+JOB = Path(__file__).resolve().parent.parent / "examples" / "wordcount" / "job.yaml"
+PARTITIONS = 4
+LONG = struct.Struct(">q")  # samsa's `long` serde: 8-byte big-endian
+BATCH = 2000  # messages per consume() call, as Samsa's run loop asks
+
+
+@dataclass
+class Timing:
+    """One run: seconds from start to done (end-to-end) and from the first message to done (steady)."""
+
+    end_to_end: float
+    steady: float
+
+
+def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path) -> Timing:
+    """Consume every partition from the start, count each word in RocksDB, emit (word, count); flush."""
+    started = time.monotonic()
+    consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": bootstrap})
+    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap})
+    db = Rdict(str(db_dir), Options(raw_mode=True))
+    remaining = 0
+    for p in range(PARTITIONS):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        remaining += high - low
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    get, put, produce, pack, unpack = db.get, db.put, producer.produce, LONG.pack, LONG.unpack
+    first: float | None = None
+    try:
+        while remaining > 0:
+            msgs = consumer.consume(BATCH, 0.1)
+            if not msgs:
+                continue
+            if first is None:
+                first = time.monotonic()
+            for msg in msgs:
+                if msg.error() is not None:
+                    raise RuntimeError(f"consumer error: {msg.error()}")
+                word = msg.key().decode()
+                key = word.encode()
+                old = get(key)
+                value = pack((0 if old is None else unpack(old)[0]) + 1)
+                put(key, value)
+                while True:
+                    try:
+                        produce(out_topic, value, key)
+                        break
+                    except BufferError:  # local queue full: serve delivery reports until there is room
+                        producer.poll(0.1)
+            remaining -= len(msgs)
+            producer.poll(0)
+        if producer.flush(60) > 0:
+            raise RuntimeError(f"raw producer: messages to {out_topic} still undelivered after 60 s")
+    finally:
+        consumer.close()
+        db.close()
+    done = time.monotonic()
+    return Timing(done - started, done - (first or started))
+
+
+def samsa_run(
+    bootstrap: str, topic: str, out_topic: str, work: Path, run_id: str, containers: int, verbose: bool
+) -> Timing:
+    """`samsa run job.yaml --until-caught-up` as a user runs it (supervisor + container processes).
+
+    Steady time: from the first container's "running tasks" log line (run loop about to start: tasks built,
+    stores open, consumers assigned) to the last "container N finished" line of the supervisor.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "samsa.cli",
+        "run",
+        str(JOB),
+        "--until-caught-up",
+        f"--config=systems.kafka.bootstrap.servers={bootstrap}",
+        f"--config=task.inputs=kafka.{topic}",
+        f"--config=task.outputs=kafka.{out_topic}",
+        f"--config=systems.kafka.streams.{out_topic}.samza.msg.serde=long",
+        f"--config=wordcount.output.stream={out_topic}",
+        f"--config=job.container.count={containers}",
+        f"--config=job.id={run_id}",
+        f"--config=job.non-logged.store.base.dir={work / 'state'}",
+    ]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    loop_start: float | None = None
+    finished = started
+    lines = []
+    for line in proc.stdout:
+        now = time.monotonic()
+        lines.append(line)
+        if verbose:
+            print("    " + line, end="")
+        if loop_start is None and " running tasks " in line:
+            loop_start = now
+        elif "samsa.deploy.local: container" in line and line.rstrip().endswith("finished"):
+            finished = now
+    rc = proc.wait()
+    done = time.monotonic()
+    if rc != 0 or loop_start is None:
+        sys.stdout.write("".join(lines[-40:]))
+        raise RuntimeError(f"samsa run exited with {rc} (loop started: {loop_start is not None})")
+    return Timing(done - started, finished - loop_start)
+
+
+def output_count(admin_bootstrap: str, topic: str) -> int:
+    """Messages in `topic` (sum of high - low watermarks)."""
+    consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": admin_bootstrap})
+    try:
+        total = 0
+        for p in range(PARTITIONS):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def measure(
+    name: str,
+    run: Callable[[str], Timing],
+    bootstrap: str,
+    admin: KafkaAdmin,
+    expected: dict[str, int],
+    n: int,
+    out_prefix: str,
+    repeat: int,
+) -> Timing:
+    """Run `repeat` times, each to a fresh output topic; check the output; return the median timing."""
+    timings: list[Timing] = []
+    for i in range(repeat):
+        out_topic = f"{out_prefix}-{i}"
+        admin.ensure_topic(out_topic, PARTITIONS)
+        t = run(out_topic)
+        got = output_count(bootstrap, out_topic)
+        counts = read_counts(bootstrap, out_topic, PARTITIONS)
+        if got != n or counts != expected:
+            raise RuntimeError(
+                f"{name} run {i}: {got} output messages (want {n}); final counts ok: {counts == expected}"
+            )
+        print(
+            f"  {name} run {i}: {n / t.end_to_end:>9,.0f} msg/s end-to-end ({t.end_to_end:.2f} s), "
+            f"{n / t.steady:>9,.0f} msg/s steady ({t.steady:.2f} s); {got} outputs OK"
+        )
+        timings.append(t)
+    return Timing(
+        statistics.median(t.end_to_end for t in timings), statistics.median(t.steady for t in timings)
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--containers", type=int, default=1, help="Samsa containers (default 1)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per side; the median is reported")
+    parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument("--verbose", action="store_true", help="echo the Samsa job's log")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
+    broker = None if args.bootstrap else EmbeddedBroker(data_dir=work / "broker").start()
+    bootstrap = args.bootstrap or (broker.bootstrap_servers if broker else "")
+    run_id = f"bench{int(time.time())}"
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+    n = args.messages
+    try:
+        topic = f"words-{run_id}"
+        admin.ensure_topic(topic, PARTITIONS)
+        t0 = time.monotonic()
+        expected = produce_words(bootstrap, topic, n)
+        print(f"produced {n:,} words to {topic} ({PARTITIONS} partitions) in {time.monotonic() - t0:.1f} s")
+        counter = iter(range(1_000_000))
+
+        def raw(out: str) -> Timing:
+            return raw_run(bootstrap, topic, out, work / f"raw-db-{next(counter)}")
+
+        def samsa(out: str) -> Timing:
+            i = next(counter)
+            (work / f"samsa-{i}").mkdir()
+            return samsa_run(
+                bootstrap, topic, out, work / f"samsa-{i}", f"{run_id}-{i}", args.containers, args.verbose
+            )
+
+        print("(a) raw confluent-kafka + rocksdict loop")
+        a = measure("raw", raw, bootstrap, admin, expected, n, f"raw-out-{run_id}", args.repeat)
+        print(f"(b) samsa word count, RocksDB store, {args.containers} container(s), via `samsa run`")
+        b = measure("samsa", samsa, bootstrap, admin, expected, n, f"samsa-out-{run_id}", args.repeat)
+        print(f"\nmedian of {args.repeat} run(s), {n:,} messages:")
+        print(f"  {'':<8}{'end-to-end msg/s':>18}{'steady msg/s':>16}")
+        for name, t in (("raw", a), ("samsa", b)):
+            print(f"  {name:<8}{n / t.end_to_end:>18,.0f}{n / t.steady:>16,.0f}")
+        print(
+            f"  {'b/a':<8}{a.end_to_end / b.end_to_end:>18.2f}{a.steady / b.steady:>16.2f}   (target >= 0.7)"
+        )
+        return 0
+    finally:
+        names = [t for t in admin.metadata().topics if run_id in t]
+        admin.delete_topics(names)
+        admin.close()
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

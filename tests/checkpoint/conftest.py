@@ -1,0 +1,10 @@
+"""Job fixtures (configs, producing, reading, running) shared by the runtime, deploy and checkpoint tests."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+from job_fixtures import job_config, produce, read_topic, run_job, subprocess_env  # noqa: E402
+
+__all__ = ["job_config", "produce", "read_topic", "run_job", "subprocess_env"]

@@ -1,0 +1,96 @@
+"""`samsa checkpoint show|reset` and `samsa run` config errors, through the CLI on the real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.cli import main
+from samsa.runtime.config.config import Config
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.container import pid_dir
+from samsa.runtime.coordinator import client_config
+from samsa.streams import SystemStreamPartition
+
+
+def _write(tmp_path: Path, config: dict[str, str]) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _offsets(config: dict[str, str]) -> dict[str, dict[SystemStreamPartition, int]]:
+    job = JobConfig(Config(config))
+    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
+    return {task: cp.offsets for task, cp in manager.read_last().items()}
+
+
+def test_show_prints_offsets_and_lag(job_config, topics, produce, run_job, tmp_path, capsys):
+    inp = topics(2)
+    produce(inp, [(None, str(i)) for i in range(5)], partition=0)
+    config = job_config(f"kafka.{inp}", topics(1))
+    run_job(config)
+    produce(inp, [(None, "late")], partition=0)
+    assert main(["checkpoint", "show", str(_write(tmp_path, config))]) == 0
+    out = capsys.readouterr().out
+    assert f"kafka.{inp}#0  offset 5  high watermark 6  lag 1" in out
+    assert f"kafka.{inp}#1  offset 0  high watermark 0  lag 0" in out
+
+
+def test_reset_to_earliest_latest_and_a_time(job_config, topics, produce, run_job, tmp_path):
+    inp = topics(1)
+    produce(inp, [(None, str(i)) for i in range(3)])
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(inp, [(None, str(i)) for i in range(3, 6)])
+    config = job_config(f"kafka.{inp}", topics(1))
+    run_job(config)
+    ssp = SystemStreamPartition("kafka", inp, 0)
+    job_file = _write(tmp_path, config)
+    assert _offsets(config)["Partition 0"] == {ssp: 6}
+    assert main(["checkpoint", "reset", "--to", "earliest", str(job_file)]) == 0
+    assert _offsets(config)["Partition 0"] == {ssp: 0}
+    assert main(["checkpoint", "reset", "--to", "latest", str(job_file)]) == 0
+    assert _offsets(config)["Partition 0"] == {ssp: 6}
+    assert main(["checkpoint", "reset", "--to", str(middle), str(job_file)]) == 0
+    assert _offsets(config)["Partition 0"] == {ssp: 3}
+
+
+def test_reset_is_refused_while_the_job_runs(job_config, topics, tmp_path, caplog):
+    config = job_config(f"kafka.{topics(1)}", topics(1))
+    job = JobConfig(Config(config))
+    pid_dir(job).mkdir(parents=True)
+    (pid_dir(job) / "container-0.pid").write_text(str(os.getpid()))
+    assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, config))]) == 2
+    assert "is running" in caplog.text and "container-0" in caplog.text
+
+
+def test_reset_after_rerun_reprocesses_from_the_start(job_config, topics, produce, read_topic, run_job, tmp_path):
+    inp, out = topics(1), topics(1)
+    produce(inp, [(None, str(i)) for i in range(4)])
+    config = job_config(f"kafka.{inp}", out)
+    run_job(config)
+    assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, config))]) == 0
+    run_job(config)
+    assert len(read_topic(out)) == 8
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("task.comit.ms=5", "task.commit.ms"),
+        ("task.commit.ms=soon", "task.commit.ms"),
+        ("stores.s.changelog=kafka.x", "not supported yet"),
+        ("job.processing.guarantee=exactly-once", "exactly_once"),
+    ],
+)
+def test_run_with_bad_config_exits_naming_the_key(job_config, topics, tmp_path, caplog, override, named):
+    config = job_config(f"kafka.{topics(1)}", "unused")
+    assert main(["run", str(_write(tmp_path, config)), f"--config={override}"]) == 2
+    assert named in caplog.text
+    assert override.split("=")[0] in caplog.text

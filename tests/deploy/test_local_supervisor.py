@@ -1,0 +1,102 @@
+"""The local supervisor on the real broker: kill -9 of a container, graceful SIGTERM, log prefixes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.runtime.config.config import Config
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.container import pid_dir
+from samsa.runtime.coordinator import client_config
+from samsa.streams import SystemStreamPartition
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _pids(job: JobConfig) -> dict[str, int]:
+    out = {}
+    for f in pid_dir(job).glob("container-*.pid"):
+        try:
+            out[f.stem] = int(f.read_text())
+        except (ValueError, FileNotFoundError):
+            pass
+    return out
+
+
+def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
+    job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env
+):
+    inp, out = topics(4), topics(1)
+    config = job_config(f"kafka.{inp}", out, **{"job.container.count": 2, "task.commit.ms": 500})
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    log = (tmp_path / "supervisor.log").open("w")
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli", "run", str(job_file)],
+        env=subprocess_env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
+        produce(inp, [(str(i), str(i)) for i in range(400)])
+        _wait_for(lambda: len(read_topic(out)) >= 100, 60, "first outputs")
+        victim_name, victim = sorted(_pids(job).items())[0]
+        os.kill(victim, signal.SIGKILL)
+        _wait_for(lambda: _pids(job).get(victim_name, victim) != victim, 60, "the restarted container")
+        produce(inp, [(str(i), str(i)) for i in range(400, 600)])
+        _wait_for(lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(600)}, 90,
+                  "every input's output")
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=60) == 0
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+        log.close()
+    text = (tmp_path / "supervisor.log").read_text()
+    assert "restarting" in text and "[container-0]" in text and "[container-1]" in text
+    # The graceful stop committed everything processed: every partition's checkpoint is at its end.
+    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
+    checkpoints = manager.read_last()
+    committed = sum(o for cp in checkpoints.values() for o in cp.offsets.values())
+    assert committed == 600
+    assert not _pids(job), "containers removed their pid files"
+
+
+def test_sigterm_stops_containers_gracefully_with_a_final_commit(
+    job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env
+):
+    inp, out = topics(1), topics(1)
+    produce(inp, [(None, str(i)) for i in range(50)])
+    config = job_config(f"kafka.{inp}", out, **{"task.commit.ms": -1})  # only the final commit
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.properties"
+    job_file.write_text("\n".join(f"{k}={v}" for k, v in config.items()))
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli", "run", str(job_file)],
+        env=subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        _wait_for(lambda: len(read_topic(out)) == 50, 60, "all outputs")
+        supervisor.send_signal(signal.SIGINT)
+        output, _ = supervisor.communicate(timeout=60)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    assert supervisor.returncode == 0, output
+    assert "stopping gracefully" in output
+    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
+    assert manager.read_last()["Partition 0"].offsets == {SystemStreamPartition("kafka", inp, 0): 50}

@@ -1,0 +1,92 @@
+"""StreamTasks used by the tests; importable by containers started as subprocesses (PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from samsa import (
+    IncomingMessageEnvelope,
+    MessageCollector,
+    OutgoingMessage,
+    RequestScope,
+    StreamTask,
+    TaskContext,
+    TaskCoordinator,
+)
+
+
+class EchoTask(StreamTask):
+    """Sends every input's value to `test.output`, keyed `<partition>:<offset>` (to count duplicates)."""
+
+    def init(self, context: TaskContext) -> None:
+        config = context.config
+        self.output = config["test.output"]
+        self.commit_every = int(config.get("test.commit.every", "0"))
+        self.kill_at = int(config.get("test.kill.at.value", "-1"))
+        self.kill_marker = Path(config.get("test.kill.marker", "/nonexistent/marker"))
+        self.seen = 0
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        value = envelope.value
+        if self.kill_at >= 0 and str(value) == str(self.kill_at) and not self.kill_marker.exists():
+            self.kill_marker.write_text("killed")
+            os.kill(os.getpid(), signal.SIGKILL)  # a crash with no chance to flush or commit
+        key = f"{envelope.partition}:{envelope.offset}"
+        pid = [("pid", str(os.getpid()).encode())]
+        collector.send(OutgoingMessage("kafka", self.output, key=key, value=value, headers=pid))
+        self.seen += 1
+        if self.commit_every and self.seen % self.commit_every == 0:
+            coordinator.commit()
+
+
+class CountTask(StreamTask):
+    """Word count keyed by the input key, with the running count sent to `test.output`."""
+
+    def init(self, context: TaskContext) -> None:
+        self.store: Any = context.store("counts")
+        self.output = context.config["test.output"]
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        count = (self.store.get(envelope.key) or 0) + 1
+        self.store.put(envelope.key, count)
+        collector.send(OutgoingMessage("kafka", self.output, key=envelope.key, value=count))
+
+
+class StopAtTask(StreamTask):
+    """Records calls; asks for shutdown of the container at value `test.stop.at`."""
+
+    calls: list[str] = []
+
+    def init(self, context: TaskContext) -> None:
+        self.stop_at = context.config.get("test.stop.at")
+        self.name = context.task_name
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        StopAtTask.calls.append(f"process:{envelope.value}")
+        if str(envelope.value) == self.stop_at:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        StopAtTask.calls.append("window")
+
+    def close(self) -> None:
+        StopAtTask.calls.append("close")
+
+
+class FailingTask(StreamTask):
+    """Raises on the value `boom`."""
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        if envelope.value == "boom":
+            raise ValueError("boom")
