@@ -6,6 +6,7 @@ Prints figures; it is not a test. `python bench/throughput.py --messages 300000`
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import struct
@@ -65,7 +66,7 @@ def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path) -> Timing:
             for msg in msgs:
                 if msg.error() is not None:
                     raise RuntimeError(f"consumer error: {msg.error()}")
-                word = msg.key().decode()
+                word = (msg.key() or b"").decode()  # the generator always sets the key
                 key = word.encode()
                 old = get(key)
                 value = pack((0 if old is None else unpack(old)[0]) + 1)
@@ -88,7 +89,14 @@ def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path) -> Timing:
 
 
 def samsa_run(
-    bootstrap: str, topic: str, out_topic: str, work: Path, run_id: str, containers: int, verbose: bool
+    bootstrap: str,
+    topic: str,
+    out_topic: str,
+    work: Path,
+    run_id: str,
+    containers: int,
+    extra: list[str],
+    verbose: bool,
 ) -> Timing:
     """`samsa run job.yaml --until-caught-up` as a user runs it (supervisor + container processes).
 
@@ -110,6 +118,7 @@ def samsa_run(
         f"--config=job.container.count={containers}",
         f"--config=job.id={run_id}",
         f"--config=job.non-logged.store.base.dir={work / 'state'}",
+        *(f"--config={item}" for item in extra),
     ]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -185,6 +194,9 @@ def main() -> int:
     parser.add_argument("--containers", type=int, default=1, help="Samsa containers (default 1)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per side; the median is reported")
     parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument(
+        "--samsa-config", action="append", default=[], metavar="KEY=VALUE", help="extra job config for (b)"
+    )
     parser.add_argument("--verbose", action="store_true", help="echo the Samsa job's log")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
@@ -199,7 +211,7 @@ def main() -> int:
         t0 = time.monotonic()
         expected = produce_words(bootstrap, topic, n)
         print(f"produced {n:,} words to {topic} ({PARTITIONS} partitions) in {time.monotonic() - t0:.1f} s")
-        counter = iter(range(1_000_000))
+        counter = itertools.count()
 
         def raw(out: str) -> Timing:
             return raw_run(bootstrap, topic, out, work / f"raw-db-{next(counter)}")
@@ -208,12 +220,20 @@ def main() -> int:
             i = next(counter)
             (work / f"samsa-{i}").mkdir()
             return samsa_run(
-                bootstrap, topic, out, work / f"samsa-{i}", f"{run_id}-{i}", args.containers, args.verbose
+                bootstrap,
+                topic,
+                out,
+                work / f"samsa-{i}",
+                f"{run_id}-{i}",
+                args.containers,
+                args.samsa_config,
+                args.verbose,
             )
 
         print("(a) raw confluent-kafka + rocksdict loop")
         a = measure("raw", raw, bootstrap, admin, expected, n, f"raw-out-{run_id}", args.repeat)
-        print(f"(b) samsa word count, RocksDB store, {args.containers} container(s), via `samsa run`")
+        extra = f" with {', '.join(args.samsa_config)}" if args.samsa_config else ""
+        print(f"(b) samsa word count, RocksDB store, {args.containers} container(s), `samsa run`{extra}")
         b = measure("samsa", samsa, bootstrap, admin, expected, n, f"samsa-out-{run_id}", args.repeat)
         print(f"\nmedian of {args.repeat} run(s), {n:,} messages:")
         print(f"  {'':<8}{'end-to-end msg/s':>18}{'steady msg/s':>16}")

@@ -14,7 +14,7 @@ from samsa.streams import SystemStreamPartition
 
 
 def parse_reset_target(text: str) -> str | int:
-    """`earliest`, `latest`, epoch milliseconds, or an ISO-8601 time (UTC unless it names a zone)."""
+    """`earliest`, `latest`, epoch milliseconds, or an ISO-8601 time (local time unless it names a zone)."""
     if text in ("earliest", "latest"):
         return text
     if text.isdigit():
@@ -27,7 +27,7 @@ def parse_reset_target(text: str) -> str | int:
             f"or an ISO time like 2026-11-23T10:00:00Z"
         ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.now().astimezone().tzinfo).astimezone()
+        moment = moment.astimezone()  # local time, with the offset in force on that date
     return int(moment.timestamp() * 1000)
 
 

@@ -5,6 +5,7 @@ from samsa.kafka.config import client_config
 from samsa.kafka.consumer import KafkaConsumer
 from samsa.kafka.exceptions import (
     BrokerStartError,
+    KafkaConfigError,
     KafkaSystemError,
     ProducerDeliveryError,
     TopicMismatchError,
@@ -27,6 +28,7 @@ __all__ = [
     "OFFSET_INVALID",
     "BrokerStartError",
     "KafkaAdmin",
+    "KafkaConfigError",
     "KafkaConsumer",
     "KafkaProducer",
     "KafkaSystemError",

@@ -15,7 +15,7 @@ from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from samsa.kafka.config import LIBRDKAFKA_LOG
+from samsa.kafka.config import LIBRDKAFKA_LOG, rejected_setting
 from samsa.kafka.exceptions import KafkaSystemError, TopicMismatchError, TopicNotFoundError
 
 # New topics can take a moment to show in every broker's metadata on a real cluster.
@@ -39,7 +39,10 @@ class KafkaAdmin:
         self._timeout = timeout
         conf = dict(config)
         conf.setdefault("logger", LIBRDKAFKA_LOG)
-        self._admin = AdminClient(conf)
+        try:
+            self._admin = AdminClient(conf)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise rejected_setting(e) from e
 
     @property
     def bootstrap_servers(self) -> str:

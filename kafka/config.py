@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
+
+from samsa.kafka.exceptions import KafkaConfigError
 
 LIBRDKAFKA_LOG = logging.getLogger("samsa.kafka.librdkafka")
 """librdkafka's own log lines go here instead of stderr."""
@@ -38,6 +41,13 @@ def client_config(bootstrap_servers: str, overrides: Mapping[str, Any] | None = 
     if overrides:
         config.update(overrides)
     return config
+
+
+def rejected_setting(error: Exception) -> KafkaConfigError:
+    """librdkafka's refusal of a setting at client creation, as an error naming the setting."""
+    reason = str(error.args[0].str()) if error.args and hasattr(error.args[0], "str") else str(error)
+    match = re.search(r'property: "([^"]+)"|"([^"]+)"', reason)
+    return KafkaConfigError(next((g for g in match.groups() if g), None) if match else None, reason)
 
 
 def with_defaults(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as _CTopicPartition
 
-from samsa.kafka.config import CONSUMER_DEFAULTS, LIBRDKAFKA_LOG, with_defaults
+from samsa.kafka.config import CONSUMER_DEFAULTS, LIBRDKAFKA_LOG, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError
 from samsa.kafka.message import OFFSET_END, RawMessage, TopicPartition
 
@@ -31,7 +31,10 @@ class KafkaConsumer:
         conf.setdefault("logger", LIBRDKAFKA_LOG)
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._fatal: KafkaSystemError | None = None
-        self._consumer = Consumer(conf)
+        try:
+            self._consumer = Consumer(conf)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise rejected_setting(e) from e
         self._closed = False
 
     # -- assignment -------------------------------------------------------------------------------------

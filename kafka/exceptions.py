@@ -77,3 +77,12 @@ class TransactionError(KafkaSystemError):
 
 class BrokerStartError(KafkaSystemError):
     """The embedded dev broker (noida-db) could not be found or did not come up."""
+
+
+class KafkaConfigError(KafkaSystemError):
+    """librdkafka rejected a client setting; `setting` names it when librdkafka said which."""
+
+    def __init__(self, setting: str | None, reason: str) -> None:
+        self.setting = setting
+        self.reason = reason
+        super().__init__(f"invalid Kafka client setting {setting or ''}: {reason}".replace("  ", " "))

@@ -7,7 +7,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, with_defaults
+from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
 from samsa.kafka.message import Headers
 
@@ -38,7 +38,10 @@ class KafkaProducer:
         self._failure: KafkaSystemError | None = None
         self._failed_deliveries = 0
         self._sends = 0
-        self._producer = Producer(conf)
+        try:
+            self._producer = Producer(conf)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise rejected_setting(e) from e
         self._produce = self._producer.produce
         self._closed = False
 

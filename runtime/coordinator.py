@@ -7,7 +7,7 @@ from typing import Any
 
 from samsa.checkpoint.compacted_log import read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
-from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import JobModel, build_job_model
@@ -98,8 +98,21 @@ class JobCoordinator:
         finally:
             producer.close()
 
+    def check_client_settings(self) -> None:
+        """Builds each system's consumer and producer once, so a bad librdkafka key fails naming its key."""
+        for name, settings in self.job.systems.items():
+            if settings.factory != "kafka":
+                continue
+            for role, client in (("consumer", KafkaConsumer), ("producer", KafkaProducer)):
+                try:
+                    client(client_config(self.job, name, role)).close()
+                except KafkaConfigError as e:
+                    key = f"systems.{name}.{role}.{e.setting}" if e.setting else f"systems.{name}.{role}.*"
+                    raise ConfigError(f"{key}: librdkafka rejects it ({e.reason}); fix or remove it") from e
+
     def prepare(self) -> JobModel:
         """Creates resources and returns the current job model, publishing a new one if the inputs changed."""
+        self.check_client_settings()
         self.create_resources()
         model = build_job_model(self.partition_counts(), self.job.container_count)
         stored = self.read_model()

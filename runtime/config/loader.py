@@ -35,6 +35,7 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
     """Parses Java .properties text: `key=value` or `key: value`, # and ! comments, \\ continuations."""
     out: dict[str, str] = {}
     pending = ""
+    number = 0
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip() if not pending else line.lstrip()
         if not pending and (not stripped or stripped[0] in "#!"):
@@ -43,11 +44,17 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
             pending += stripped[:-1]
             continue
         entry, pending = pending + stripped, ""
-        split = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
-        if split <= 0:
-            raise ConfigError(f"{source}:{number}: {entry!r} is not key=value")
-        out[entry[:split].strip()] = entry[split + 1 :].strip()
+        _store_entry(entry, out, f"{source}:{number}")
+    if pending:  # a continuation on the last line still ends its entry
+        _store_entry(pending, out, f"{source}:{number}")
     return out
+
+
+def _store_entry(entry: str, out: dict[str, str], where: str) -> None:
+    split = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
+    if split <= 0:
+        raise ConfigError(f"{where}: {entry!r} is not key=value")
+    out[entry[:split].strip()] = entry[split + 1 :].strip()
 
 
 def load_raw(source: str | Path | Mapping[str, Any]) -> dict[str, str]:

@@ -107,6 +107,25 @@ class Key:
         return raw.strip() if self.type != "passthrough" else raw
 
 
+def _fill(pattern: list[str], segments: list[str]) -> str:
+    """A pattern with its placeholders taken from `segments` at the same places; a dotted placeholder
+    takes every segment between the pattern's fixed head and tail."""
+    out = []
+    i = 0
+    for n, seg in enumerate(pattern):
+        m = _PLACEHOLDER.fullmatch(seg)
+        if not m:
+            out.append(seg.rstrip("*"))
+            i += 1
+            continue
+        width = (
+            max(1, len(segments) - (len(pattern) - n - 1) - i) if m.group(1) in _DOTTED_PLACEHOLDERS else 1
+        )
+        out.append(".".join(segments[i : i + width]) or seg)
+        i += width
+    return ".".join(s for s in out if s)
+
+
 class KeyRegistry:
     """Looks keys up by exact name first, then by pattern; suggests close matches for typos."""
 
@@ -135,14 +154,7 @@ class KeyRegistry:
     def suggest(self, key: str) -> str | None:
         """The closest known key, with placeholders filled from `key`'s own segments."""
         segments = key.split(".")
-        candidates = []
-        for k in self.keys:
-            pattern_segments = k.pattern.split(".")
-            filled = [
-                segments[i] if _PLACEHOLDER.fullmatch(seg) and i < len(segments) else seg
-                for i, seg in enumerate(pattern_segments)
-            ]
-            candidates.append(".".join(filled).rstrip("*"))
+        candidates = [_fill(k.pattern.split("."), segments) for k in self.keys]
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
         return close[0] if close else None
 

@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
-from job_fixtures import job_config, produce, read_topic, run_job, subprocess_env  # noqa: E402
+from job_fixtures import job_config, produce, read_topic, run_job, subprocess_env
 
 __all__ = ["job_config", "produce", "read_topic", "run_job", "subprocess_env"]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.cli import main
 from samsa.runtime.config.config import Config
@@ -70,7 +71,9 @@ def test_reset_is_refused_while_the_job_runs(job_config, topics, tmp_path, caplo
     assert "is running" in caplog.text and "container-0" in caplog.text
 
 
-def test_reset_after_rerun_reprocesses_from_the_start(job_config, topics, produce, read_topic, run_job, tmp_path):
+def test_reset_after_rerun_reprocesses_from_the_start(
+    job_config, topics, produce, read_topic, run_job, tmp_path
+):
     inp, out = topics(1), topics(1)
     produce(inp, [(None, str(i)) for i in range(4)])
     config = job_config(f"kafka.{inp}", out)
@@ -87,6 +90,7 @@ def test_reset_after_rerun_reprocesses_from_the_start(job_config, topics, produc
         ("task.commit.ms=soon", "task.commit.ms"),
         ("stores.s.changelog=kafka.x", "not supported yet"),
         ("job.processing.guarantee=exactly-once", "exactly_once"),
+        ("systems.kafka.consumer.fetch.bogus.bytes=1", "librdkafka rejects it"),
     ],
 )
 def test_run_with_bad_config_exits_naming_the_key(job_config, topics, tmp_path, caplog, override, named):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,10 +31,8 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 def _pids(job: JobConfig) -> dict[str, int]:
     out = {}
     for f in pid_dir(job).glob("container-*.pid"):
-        try:
+        with contextlib.suppress(ValueError, FileNotFoundError):
             out[f.stem] = int(f.read_text())
-        except (ValueError, FileNotFoundError):
-            pass
     return out
 
 
@@ -48,7 +47,9 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
     log = (tmp_path / "supervisor.log").open("w")
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "samsa.cli", "run", str(job_file)],
-        env=subprocess_env, stdout=log, stderr=subprocess.STDOUT,
+        env=subprocess_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         _wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
@@ -58,8 +59,11 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
         os.kill(victim, signal.SIGKILL)
         _wait_for(lambda: _pids(job).get(victim_name, victim) != victim, 60, "the restarted container")
         produce(inp, [(str(i), str(i)) for i in range(400, 600)])
-        _wait_for(lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(600)}, 90,
-                  "every input's output")
+        _wait_for(
+            lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(600)},
+            90,
+            "every input's output",
+        )
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(timeout=60) == 0
     finally:
@@ -87,7 +91,10 @@ def test_sigterm_stops_containers_gracefully_with_a_final_commit(
     job_file.write_text("\n".join(f"{k}={v}" for k, v in config.items()))
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "samsa.cli", "run", str(job_file)],
-        env=subprocess_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=subprocess_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         _wait_for(lambda: len(read_topic(out)) == 50, 60, "all outputs")

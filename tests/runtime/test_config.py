@@ -1,7 +1,8 @@
-"""Unit tests of the job config: loading (.properties, YAML, dict), the key registry, JobConfig, `config keys`."""
+"""Unit tests of the job config: loading (.properties, YAML, dict), key registry, JobConfig, `config keys`."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -333,9 +334,7 @@ def test_container_count_below_one_is_rejected(value: str) -> None:
 
 
 def test_bool_and_int_values_tolerate_case_and_spaces() -> None:
-    config = Config(
-        {"systems.kafka.streams.words.samza.bootstrap": " TRUE ", "job.container.count": " 4 "}
-    )
+    config = Config({"systems.kafka.streams.words.samza.bootstrap": " TRUE ", "job.container.count": " 4 "})
     assert config.value("systems.kafka.streams.words.samza.bootstrap") is True
     assert config.value("job.container.count") == 4
 
@@ -507,7 +506,7 @@ def test_mapping_interface_holds_raw_text() -> None:
     assert config["job.container.count"] == "2"
 
 
-# --- JobConfig -----------------------------------------------------------------------------------------------
+# --- JobConfig ------------------------------------------------------------------------------------------
 
 
 def test_job_config_defaults() -> None:
@@ -694,7 +693,7 @@ def config_keys_output(capsys: pytest.CaptureFixture[str]) -> dict[str, tuple[st
     assert main(["config", "keys"]) == 0
     lines = capsys.readouterr().out.splitlines()
     entries: dict[str, tuple[str, str]] = {}
-    for header, doc in zip(lines, lines[1:], strict=False):
+    for header, doc in itertools.pairwise(lines):
         if header and not header.startswith(" "):
             pattern, _, rest = header.partition("  ")
             entries[pattern] = (rest, doc)

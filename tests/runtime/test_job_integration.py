@@ -12,11 +12,13 @@ from collections import Counter
 import pytest
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
-from samsa.kafka import TopicMismatchError, TopicNotFoundError
+from samsa.kafka import ProducerDeliveryError, TopicMismatchError, TopicNotFoundError
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import MessageDeserializationError, TaskError
+from samsa.serde.registry import SerdeRegistry
+from samsa.serde.testing import FakeSchemaRegistry
 from samsa.streams import SystemStreamPartition
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
@@ -222,3 +224,45 @@ def test_checkpoint_records_next_offsets_per_partition(job_config, topics, produ
     checkpoints = manager.read_last()
     assert checkpoints["Partition 0"].offsets == {SystemStreamPartition("kafka", inp, 0): 2}
     assert checkpoints["Partition 1"].offsets == {SystemStreamPartition("kafka", inp, 1): 1}
+
+
+def test_a_failed_delivery_fails_the_task_and_is_not_checkpointed(job_config, topics, produce, run_job):
+    inp = topics(1)
+    small = topics(1, config={"max.message.bytes": "200"})
+    produce(inp, [(None, "short"), (None, "x" * 1000), (None, "short")])
+    config = job_config(f"kafka.{inp}", small)
+    with pytest.raises(ProducerDeliveryError, match=small):
+        run_job(config)
+    job = JobConfig(Config(config))
+    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
+    assert "Partition 0" not in manager.read_last(), "no commit may claim the undelivered output"
+
+
+def test_avro_in_the_confluent_wire_format_end_to_end(job_config, topics, produce, read_topic, run_job):
+    schema = json.dumps({"type": "record", "name": "Word", "fields": [{"name": "w", "type": "string"}]})
+    inp, out = topics(1), topics(1)
+    with FakeSchemaRegistry() as registry:
+        serdes = SerdeRegistry(
+            {
+                "serializers.registry.words.class": "avro",
+                "serializers.registry.words.schema": schema,
+                "serializers.registry.words.schema.registry.url": registry.url,
+            }
+        )
+        produce(inp, [(None, serdes.get("words", inp).to_bytes({"w": w})) for w in ("a", "b")])
+        config = job_config(
+            f"kafka.{inp}",
+            out,
+            **{
+                "serializers.registry.words.class": "avro",
+                "serializers.registry.words.schema": schema,
+                "serializers.registry.words.schema.registry.url": registry.url,
+                f"systems.kafka.streams.{inp}.samza.msg.serde": "words",
+                f"systems.kafka.streams.{out}.samza.msg.serde": "words",
+            },
+        )
+        run_job(config)
+        rows = read_topic(out)
+        assert [serdes.get("words", out).from_bytes(r[3]) for r in rows] == [{"w": "a"}, {"w": "b"}]
+        assert rows[0][3][0] == 0, "Confluent magic byte"
+        assert any(f"/subjects/{out}-value" in r for r in map(str, registry.requests))

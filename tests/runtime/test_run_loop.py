@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
+
 from samsa import RequestScope, StreamTask
 from samsa.runtime import run_loop as rl
 from samsa.runtime.exceptions import TaskError
@@ -108,12 +109,24 @@ def _loop(
     log: list[str] = []
     consumer = FakeConsumer({("t", p): [v.encode() for v in vs] for p, vs in data.items()})
     ssps = tuple(SystemStreamPartition("kafka", "t", p) for p in data)
-    ti = TaskInstance(TaskModel("Partition 0", ssps), Recorder(log, hooks), Storage(), None, None,  # type: ignore[arg-type]
-                      MetricsRegistry(), commit_ms, window_ms)
+    ti = TaskInstance(
+        TaskModel("Partition 0", ssps),
+        Recorder(log, hooks),
+        Storage(),
+        None,
+        None,  # type: ignore[arg-type]
+        MetricsRegistry(),
+        commit_ms,
+        window_ms,
+    )
     ti.offsets.update({ssp: 0 for ssp in ssps})
     routes = {
         ("t", ssp.partition): PartitionBuffer(
-            ssp, ti, consumer, ("string", key_from or bytes.decode), ("string", bytes.decode),  # type: ignore[arg-type]
+            ssp,
+            ti,
+            consumer,
+            ("string", key_from or bytes.decode),
+            ("string", bytes.decode),  # type: ignore[arg-type]
             bootstrap=ssp.partition in bootstrap,
         )
         for ssp in ssps
@@ -124,7 +137,11 @@ def _loop(
         ti.committed(0)
 
     loop = RunLoop(
-        [(consumer, routes)], [ti], commit, on_bad or (lambda *a: None), batch_size=batch_size,  # type: ignore[list-item]
+        [(consumer, routes)],
+        [ti],
+        commit,
+        on_bad or (lambda *a: None),
+        batch_size=batch_size,  # type: ignore[list-item]
         end_offsets={ssp: len(data[ssp.partition]) for ssp in ssps},
         bootstrap_ends={ssp: len(data[ssp.partition]) for ssp in ssps if ssp.partition in bootstrap},
     )
@@ -197,8 +214,11 @@ def test_an_undeserializable_message_goes_to_the_policy_and_is_passed() -> None:
         def key(self) -> bytes | None:
             return b"k" if self._v == b"b" else None
 
-    loop, log, consumer, ti = _loop({0: ["a", "b", "c"]}, key_from=key_from,
-                                    on_bad=lambda buf, msg, part, e: bad.append((part, msg.offset())))
+    loop, log, consumer, ti = _loop(
+        {0: ["a", "b", "c"]},
+        key_from=key_from,
+        on_bad=lambda buf, msg, part, e: bad.append((part, msg.offset())),
+    )
     consumer.queues[("t", 0)] = [KeyedMsg("t", 0, i, v) for i, v in enumerate([b"a", b"b", b"c"])]
     loop.run()
     assert bad == [("key", 1)]
@@ -210,7 +230,7 @@ def test_a_failing_process_names_the_message_and_keeps_its_offset() -> None:
     def boom(c: Any) -> None:
         raise RuntimeError("boom")
 
-    loop, log, _, ti = _loop({0: ["a", "b", "c"]}, hooks={"b": boom})
+    loop, _log, _, ti = _loop({0: ["a", "b", "c"]}, hooks={"b": boom})
     with pytest.raises(TaskError, match=r"t#0@1"):
         loop.run()
     assert list(ti.offsets.values()) == [1], "only the message before the failure counts as processed"
