@@ -11,6 +11,7 @@ from pathlib import Path
 from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
+from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger("samsa")
 
@@ -67,7 +68,7 @@ def _cmd_config_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_tasks(job: JobConfig) -> dict[str, list]:  # type: ignore[type-arg]
+def _job_tasks(job: JobConfig) -> dict[str, list[SystemStreamPartition]]:
     from samsa.runtime.coordinator import JobCoordinator
     from samsa.runtime.job_model import build_job_model
 
@@ -124,7 +125,7 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
         tasks = {name: tasks[name] for name in args.task if name in tasks}
     consumers: dict[str, KafkaConsumer] = {}
 
-    def resolve(ssp, to):  # type: ignore[no-untyped-def]
+    def resolve(ssp: SystemStreamPartition, to: str | int) -> int:
         consumer = consumers.get(ssp.system) or consumers.setdefault(
             ssp.system, KafkaConsumer(client_config(job, ssp.system))
         )
@@ -133,6 +134,7 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
             return low
         if to == "latest":
             return high
+        assert isinstance(to, int)
         return consumer.offsets_for_times([(ssp.stream, ssp.partition)], to)[(ssp.stream, ssp.partition)]
 
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))

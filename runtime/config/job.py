@@ -10,6 +10,12 @@ from samsa.runtime.config.config import Config
 from samsa.runtime.exceptions import ConfigError
 from samsa.streams import SystemStream
 
+# Samza job files name the factory class; these are the same systems under their short names.
+_SAMZA_SYSTEM_FACTORIES = {
+    "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
+    "org.apache.samza.system.inmemory.InMemorySystemFactory": "inmemory",
+}
+
 
 def parse_stream(text: str, key: str) -> SystemStream:
     """Parses `<system>.<stream>` (the stream may contain dots), naming `key` when malformed."""
@@ -88,6 +94,16 @@ class JobConfig:
             if factory is None:
                 raise ConfigError(
                     f"{prefix}samza.factory is required: system {name!r} is used but not defined"
+                )
+            factory = _SAMZA_SYSTEM_FACTORIES.get(factory, factory)
+            if factory != "kafka":
+                raise ConfigError(
+                    f"{prefix}samza.factory={factory} is not supported yet; use kafka"
+                    + (
+                        " (the in-memory system arrives with the broker-less test kit)"
+                        if factory == "inmemory"
+                        else ""
+                    )
                 )
             bootstrap = self.config.value(f"{prefix}bootstrap.servers") or ""
             consumer = self.config.subset(f"{prefix}consumer.")

@@ -741,3 +741,14 @@ def test_config_keys_marks_keys_not_supported_yet(config_keys_output: dict[str, 
     assert "not supported yet" in config_keys_output["stores.<s>.changelog"][0]
     assert "not supported yet" not in config_keys_output["task.commit.ms"][0]
     assert "enum: fail|skip|dlq" in config_keys_output["task.deserialization.error.policy"][0]
+
+
+def test_samza_system_factory_class_names_are_the_built_in_systems() -> None:
+    raw = job_dict(**{"systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory"})
+    assert JobConfig(Config(raw)).systems["kafka"].factory == "kafka"
+    raw = job_dict(**{"systems.kafka.samza.factory": "org.apache.samza.system.inmemory.InMemorySystemFactory"})
+    with pytest.raises(ConfigError, match=r"systems\.kafka\.samza\.factory=inmemory is not supported yet"):
+        JobConfig(Config(raw)).systems
+    raw = job_dict(**{"systems.kafka.samza.factory": "my.module:MySystemFactory"})
+    with pytest.raises(ConfigError, match=r"systems\.kafka\.samza\.factory=my\.module:MySystemFactory"):
+        JobConfig(Config(raw)).systems
