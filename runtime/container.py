@@ -22,6 +22,7 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.task import StreamTask
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
+from samsa.serde.base import explain_from_bytes
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.factory import store_specs
@@ -116,8 +117,8 @@ class Container:
                     ssp,
                     ti,
                     self._consumers[ssp.system],
-                    (settings.key_serde, key_serde.from_bytes),
-                    (settings.msg_serde, msg_serde.from_bytes),
+                    (settings.key_serde, key_serde),
+                    (settings.msg_serde, msg_serde),
                     bootstrap=settings.bootstrap,
                 )
                 sources.setdefault(ssp.system, {})[buf.tp] = buf
@@ -159,9 +160,13 @@ class Container:
         if isinstance(error, SchemaRegistryError):
             raise error  # the registry is down: an outage, not a bad message to skip or park
         policy = self.job.deserialization_policy
-        serde = buf.key_serde if part == "key" else buf.msg_serde
+        serde, serde_name = (
+            (buf.key_serde, buf.key_serde_name) if part == "key" else (buf.msg_serde, buf.msg_serde_name)
+        )
+        raw = msg.key() if part == "key" else msg.value()
+        error = explain_from_bytes(serde, raw, error) if raw is not None else error
         where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"
-        reason = f"cannot deserialize the {part} with serde {serde!r}: {error}"
+        reason = f"cannot deserialize the {part} with serde {serde_name!r}: {error}"
         if policy == "fail":
             raise MessageDeserializationError(
                 f"{where} (system {buf.ssp.system}): {reason}. Fix the producer or the serde, or set "

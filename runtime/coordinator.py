@@ -91,7 +91,10 @@ class JobCoordinator:
         return None
 
     def publish(self, model: JobModel) -> None:
-        producer = KafkaProducer(client_config(self.job, self._system, "producer"))
+        # One keyed record on a compacted topic: a duplicate is harmless, and skipping the idempotent
+        # producer's id handshake saves half a second of every start.
+        config = {**client_config(self.job, self._system, "producer"), "enable.idempotence": False}
+        producer = KafkaProducer(config)
         try:
             producer.send(self._topic, model.to_json(), key=_MODEL_KEY, partition=0)
             producer.flush()

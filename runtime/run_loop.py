@@ -12,6 +12,7 @@ from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError
 from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
 from samsa.runtime.task_instance import TaskInstance
+from samsa.serde.base import Serde, fast_from_bytes
 from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
@@ -20,8 +21,16 @@ log = logging.getLogger(__name__)
 _POLL_INTERVAL_S = 0.05
 # Longest blocking fetch when nothing is buffered, so timers and stop requests are seen promptly.
 _MAX_IDLE_S = 0.1
-# Messages asked of the consumer per fetch; one partition's buffer beyond this pauses that partition.
+# Messages asked of the consumer per fetch.
 FETCH_SIZE = 2000
+# Top up only while the container holds fewer messages than this: the rest waits in librdkafka's own
+# bounded prefetch queue (queued.max.messages.kbytes). Pausing is no way to throttle every batch, because
+# librdkafka drops a paused partition's prefetched messages and fetches them again on resume.
+TOP_UP_BELOW = 2 * FETCH_SIZE
+# A partition buffering more than this (one far ahead of the others) is paused until it drains.
+PAUSE_ABOVE = 4 * FETCH_SIZE
+# With a single partition ready there is nothing to alternate with: take this many at a time.
+_SOLO_CHUNK = 256
 
 BadMessageHandler = Callable[["PartitionBuffer", RawMessage, str, Exception], None]
 
@@ -34,9 +43,11 @@ class PartitionBuffer:
         "consumer",
         "key_from",
         "key_serde",
+        "key_serde_name",
         "messages",
         "msg_from",
         "msg_serde",
+        "msg_serde_name",
         "paused",
         "pos",
         "ssp",
@@ -49,16 +60,18 @@ class PartitionBuffer:
         ssp: SystemStreamPartition,
         task: TaskInstance,
         consumer: KafkaConsumer,
-        key_serde: tuple[str, Callable[[bytes], Any]],
-        msg_serde: tuple[str, Callable[[bytes], Any]],
+        key_serde: tuple[str, Serde[Any]],
+        msg_serde: tuple[str, Serde[Any]],
         bootstrap: bool = False,
     ) -> None:
         self.ssp = ssp
         self.tp = (ssp.stream, ssp.partition)
         self.task = task
         self.consumer = consumer
-        self.key_serde, self.key_from = key_serde
-        self.msg_serde, self.msg_from = msg_serde
+        self.key_serde_name, self.key_serde = key_serde
+        self.msg_serde_name, self.msg_serde = msg_serde
+        self.key_from = fast_from_bytes(self.key_serde)
+        self.msg_from = fast_from_bytes(self.msg_serde)
         self.bootstrap = bootstrap
         self.messages: list[RawMessage] = []
         self.pos = 0
@@ -96,6 +109,7 @@ class RunLoop:
         self._bootstrapping = False
         self._stopping = False
         self._next_timer = 0.0
+        self._buffered = 0  # messages fetched and not yet processed, over all partitions
         self._by_ssp = {buf.ssp: buf for _, routes in sources for buf in routes.values()}
         self.caught_up = False
 
@@ -124,10 +138,11 @@ class RunLoop:
                         return
                     continue
             elif now >= next_poll:
-                self._fetch(0)
+                if self._buffered < TOP_UP_BELOW:
+                    self._fetch(0)
                 next_poll = now + _POLL_INTERVAL_S
             buf = ready[0]
-            self._process(buf, self._batch_size)
+            self._process(buf, self._batch_size if len(ready) > 1 else max(self._batch_size, _SOLO_CHUNK))
             if buf.pos >= len(buf.messages):
                 ready.popleft()
                 buf.messages = []
@@ -145,7 +160,7 @@ class RunLoop:
     def _process(self, buf: PartitionBuffer, limit: int) -> None:
         """Processes up to `limit` messages of one partition: the hot path."""
         msgs = buf.messages
-        pos = buf.pos
+        pos = first = buf.pos
         end = min(pos + limit, len(msgs))
         ti = buf.task
         process = ti.task.process
@@ -195,6 +210,7 @@ class RunLoop:
                     break
         finally:
             buf.pos = pos
+            self._buffered -= pos - first
             if last >= 0:
                 ti.offsets[buf.ssp] = last + 1
             ti.processed.inc(count)
@@ -206,6 +222,7 @@ class RunLoop:
             timeout = 0.0
             if not msgs:
                 continue
+            self._buffered += len(msgs)
             current: PartitionBuffer | None = None
             current_key: tuple[str, int] | None = None
             to_pause = []
@@ -221,7 +238,7 @@ class RunLoop:
                 assert current is not None
                 current.messages.append(msg)
             for buf in routes.values():
-                if not buf.paused and buf.pending >= FETCH_SIZE:
+                if not buf.paused and buf.pending > PAUSE_ABOVE:
                     buf.paused = True
                     to_pause.append(buf.tp)
             if to_pause:

@@ -1,6 +1,7 @@
-"""The Serde protocol every serializer implements."""
+"""The Serde protocol every serializer implements, and its fast paths for the per-message callers."""
 
-from typing import Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -22,3 +23,37 @@ class Serde(Protocol[T]):
     def from_bytes(self, data: bytes) -> T:
         """Deserialize `data`."""
         ...
+
+
+def fast_to_bytes(serde: Serde[Any]) -> Callable[[Any], bytes]:
+    """The serde's C-level encoder when it has one (`fast_to_bytes` attribute), else `to_bytes`.
+
+    A fast path gives the same bytes for valid input but only a terse error for bad input, so a caller
+    that catches an error from it calls `explain_to_bytes` to raise the serde's descriptive one.
+    """
+    fast: Callable[[Any], bytes] = getattr(serde, "fast_to_bytes", serde.to_bytes)
+    return fast
+
+
+def fast_from_bytes(serde: Serde[Any]) -> Callable[[bytes], Any]:
+    """The serde's C-level decoder when it has one (`fast_from_bytes` attribute), else `from_bytes`."""
+    fast: Callable[[bytes], Any] = getattr(serde, "fast_from_bytes", serde.from_bytes)
+    return fast
+
+
+def explain_to_bytes(serde: Serde[Any], obj: Any, error: Exception) -> Exception:
+    """The descriptive error for `obj`, after a fast path failed with `error`."""
+    try:
+        serde.to_bytes(obj)
+    except Exception as described:
+        return described
+    return error
+
+
+def explain_from_bytes(serde: Serde[Any], data: bytes, error: Exception) -> Exception:
+    """The descriptive error for `data`, after a fast path failed with `error`."""
+    try:
+        serde.from_bytes(data)
+    except Exception as described:
+        return described
+    return error

@@ -2,6 +2,7 @@
 
 import json
 import struct
+from functools import partial
 from typing import Any, overload
 
 from samsa.serde.exceptions import DeserializationError, SerializationError
@@ -47,6 +48,9 @@ class StringSerde:
     def __init__(self, encoding: str = "utf-8") -> None:
         self.encoding = encoding
         self.name = "string"
+        # C-level paths for the per-message callers (see serde.base.fast_to_bytes).
+        self.fast_to_bytes = partial(str.encode, encoding=encoding)
+        self.fast_from_bytes = partial(bytes.decode, encoding=encoding)
 
     @overload
     def to_bytes(self, obj: None) -> None: ...
@@ -115,6 +119,8 @@ class _FixedIntSerde:
     def __init__(self, name: str, codec: struct.Struct) -> None:
         self.name = name
         self._codec = codec
+        # Packing is exact and range-checked in C; unpacking keeps the Python path for its width check.
+        self.fast_to_bytes = codec.pack
         self._bits = codec.size * 8
 
     @overload

@@ -3,6 +3,7 @@
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
+from samsa.serde.base import explain_to_bytes, fast_from_bytes, fast_to_bytes
 from samsa.stores.api import K, KeyValueStore, V
 
 T = TypeVar("T")
@@ -29,28 +30,44 @@ class SerializedStore(KeyValueStore[K, V]):
     ) -> None:
         self.inner = inner
         self.name = inner.name
+        self._key_serde = key_serde
+        self._msg_serde = msg_serde
         # Bound once: these run per message.
         self._key_bytes = key_serde.to_bytes
         self._key_obj = key_serde.from_bytes
         self._value_bytes = msg_serde.to_bytes
         self._value_obj = msg_serde.from_bytes
+        # get/put use the serdes' C-level paths when they have them; a failure is re-explained below.
+        self._fast_key_bytes = fast_to_bytes(key_serde)
+        self._fast_value_bytes = fast_to_bytes(msg_serde)
+        self._fast_value_obj = fast_from_bytes(msg_serde)
         self._inner_get = inner.get
         self._inner_put = inner.put
 
     def get(self, key: K) -> V | None:
         try:
-            raw = self._inner_get(self._key_bytes(key))
-            return None if raw is None else self._value_obj(raw)
+            raw = self._inner_get(self._fast_key_bytes(key))
+            return None if raw is None else self._fast_value_obj(raw)
         except Exception as e:
-            e.add_note(f"in store {self.name!r}: get({key!r:.200})")
-            raise
+            raise self._explained(e, f"get({key!r:.200})", key) from None
 
     def put(self, key: K, value: V | None) -> None:
         try:
-            self._inner_put(self._key_bytes(key), None if value is None else self._value_bytes(value))
+            self._inner_put(
+                self._fast_key_bytes(key), None if value is None else self._fast_value_bytes(value)
+            )
         except Exception as e:
-            e.add_note(f"in store {self.name!r}: put({key!r:.200}, ...)")
-            raise
+            raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
+
+    def _explained(self, error: Exception, call: str, key: K, value: V | None = None) -> Exception:
+        """The serde's descriptive error when a fast path failed, noting the store and the call."""
+        described = explain_to_bytes(self._key_serde, key, error)
+        if described is error and value is not None:
+            described = explain_to_bytes(self._msg_serde, value, error)
+        if described is not error:
+            described.__cause__ = error
+        described.add_note(f"in store {self.name!r}: {call}")
+        return described
 
     def delete(self, key: K) -> None:
         try:

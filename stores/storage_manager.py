@@ -10,6 +10,7 @@ from typing import Any
 
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.api import KeyValueStore
+from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import StoreSpec, open_engine
 from samsa.stores.serialized import SerializedStore
 
@@ -46,9 +47,13 @@ class TaskStorage:
             path.parent.mkdir(parents=True, exist_ok=True)
             engine = open_engine(spec, path)
             self._engines[name] = engine
-            self.stores[name] = SerializedStore(
+            typed: KeyValueStore[Any, Any] = SerializedStore(
                 engine, serdes.get(spec.key_serde), serdes.get(spec.msg_serde)
             )
+            cache_size, write_batch_size = cache_settings(name, spec.config)
+            if cache_size:
+                typed = CachedStore(typed, cache_size, write_batch_size)
+            self.stores[name] = typed
 
     def flush(self) -> None:
         for store in self.stores.values():

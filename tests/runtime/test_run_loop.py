@@ -75,6 +75,11 @@ class FakeConsumer:
         return {tp: -1001 for tp in tps}
 
 
+class _Decode:
+    def __init__(self, fn: Any) -> None:
+        self.from_bytes = fn
+
+
 class Storage:
     def flush(self) -> None: ...
 
@@ -125,8 +130,8 @@ def _loop(
             ssp,
             ti,
             consumer,
-            ("string", key_from or bytes.decode),
-            ("string", bytes.decode),  # type: ignore[arg-type]
+            ("string", _Decode(key_from or bytes.decode)),
+            ("string", _Decode(bytes.decode)),  # type: ignore[arg-type]
             bootstrap=ssp.partition in bootstrap,
         )
         for ssp in ssps
@@ -169,6 +174,7 @@ def test_offsets_are_the_next_to_read_after_each_message() -> None:
 
 def test_a_full_buffer_pauses_its_partition_until_drained(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rl, "FETCH_SIZE", 3)
+    monkeypatch.setattr(rl, "PAUSE_ABOVE", 2)
     loop, log, consumer, _ = _loop({0: [str(i) for i in range(7)], 1: ["x"]})
     loop.run()
     assert [("t", 0)] in consumer.pause_calls
