@@ -23,7 +23,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rocksdict import Options, Rdict
 
-from samsa.examples.wordcount.demo import read_counts
+from samsa.examples.wordcount.demo import read_counts, wordcount_command
 from samsa.examples.wordcount.generator import produce_words
 from samsa.kafka import KafkaAdmin
 from samsa.kafka.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
@@ -103,23 +103,9 @@ def samsa_run(
     Steady time: from the first container's "running tasks" log line (run loop about to start: tasks built,
     stores open, consumers assigned) to the last "container N finished" line of the supervisor.
     """
-    cmd = [
-        sys.executable,
-        "-m",
-        "samsa.cli",
-        "run",
-        str(JOB),
-        "--until-caught-up",
-        f"--config=systems.kafka.bootstrap.servers={bootstrap}",
-        f"--config=task.inputs=kafka.{topic}",
-        f"--config=task.outputs=kafka.{out_topic}",
-        f"--config=systems.kafka.streams.{out_topic}.samza.msg.serde=long",
-        f"--config=wordcount.output.stream={out_topic}",
-        f"--config=job.container.count={containers}",
-        f"--config=job.id={run_id}",
-        f"--config=job.non-logged.store.base.dir={work / 'state'}",
-        *(f"--config={item}" for item in extra),
-    ]
+    cmd = wordcount_command(
+        bootstrap, topic, out_topic, run_id, work / "state", [f"job.container.count={containers}", *extra]
+    )
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None

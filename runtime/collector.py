@@ -9,7 +9,7 @@ from samsa.kafka import KafkaProducer
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.exceptions import TaskError
 from samsa.runtime.task import OutgoingMessage
-from samsa.serde.base import Serde, explain_to_bytes, fast_to_bytes
+from samsa.serde.base import Serde, explain, fast_to_bytes
 from samsa.serde.registry import SerdeRegistry
 from samsa.streams import SystemStream
 
@@ -59,9 +59,9 @@ def _described(
     """The serde's own error for whichever of key or value failed, noting the target stream."""
     part, described = "message", error
     if message.key is not None:
-        described = explain_to_bytes(key_serde, message.key, error)
+        described = explain(key_serde.to_bytes, message.key, error)
         part = "key" if described is not error else part
     if part == "message" and message.value is not None:
-        described = explain_to_bytes(msg_serde, message.value, error)
+        described = explain(msg_serde.to_bytes, message.value, error)
     described.add_note(f"while sending the {part} to {message.system}.{message.stream}")
     return described

@@ -22,7 +22,7 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.task import StreamTask
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
-from samsa.serde.base import explain_from_bytes
+from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.factory import store_specs
@@ -164,7 +164,7 @@ class Container:
             (buf.key_serde, buf.key_serde_name) if part == "key" else (buf.msg_serde, buf.msg_serde_name)
         )
         raw = msg.key() if part == "key" else msg.value()
-        error = explain_from_bytes(serde, raw, error) if raw is not None else error
+        error = explain(serde.from_bytes, raw, error) if raw is not None else error
         where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"
         reason = f"cannot deserialize the {part} with serde {serde_name!r}: {error}"
         if policy == "fail":

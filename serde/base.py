@@ -29,7 +29,7 @@ def fast_to_bytes(serde: Serde[Any]) -> Callable[[Any], bytes]:
     """The serde's C-level encoder when it has one (`fast_to_bytes` attribute), else `to_bytes`.
 
     A fast path gives the same bytes for valid input but only a terse error for bad input, so a caller
-    that catches an error from it calls `explain_to_bytes` to raise the serde's descriptive one.
+    that catches an error from it raises `explain(serde.to_bytes, obj, error)`: the serde's own error.
     """
     fast: Callable[[Any], bytes] = getattr(serde, "fast_to_bytes", serde.to_bytes)
     return fast
@@ -41,19 +41,11 @@ def fast_from_bytes(serde: Serde[Any]) -> Callable[[bytes], Any]:
     return fast
 
 
-def explain_to_bytes(serde: Serde[Any], obj: Any, error: Exception) -> Exception:
-    """The descriptive error for `obj`, after a fast path failed with `error`."""
+def explain(convert: Callable[[Any], Any], arg: Any, error: Exception) -> Exception:
+    """The descriptive error of `convert(arg)` (a serde's own `to_bytes`/`from_bytes`) after its fast
+    path failed with `error`; `error` itself when the full method does not fail."""
     try:
-        serde.to_bytes(obj)
-    except Exception as described:
-        return described
-    return error
-
-
-def explain_from_bytes(serde: Serde[Any], data: bytes, error: Exception) -> Exception:
-    """The descriptive error for `data`, after a fast path failed with `error`."""
-    try:
-        serde.from_bytes(data)
+        convert(arg)
     except Exception as described:
         return described
     return error

@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
-from samsa.serde.base import explain_to_bytes, fast_from_bytes, fast_to_bytes
+from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes
 from samsa.stores.api import K, KeyValueStore, V
 
 T = TypeVar("T")
@@ -61,9 +61,9 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def _explained(self, error: Exception, call: str, key: K, value: V | None = None) -> Exception:
         """The serde's descriptive error when a fast path failed, noting the store and the call."""
-        described = explain_to_bytes(self._key_serde, key, error)
+        described = explain(self._key_serde.to_bytes, key, error)
         if described is error and value is not None:
-            described = explain_to_bytes(self._msg_serde, value, error)
+            described = explain(self._msg_serde.to_bytes, value, error)
         if described is not error:
             described.__cause__ = error
         described.add_note(f"in store {self.name!r}: {call}")

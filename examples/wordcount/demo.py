@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from samsa.examples.wordcount.generator import produce_words
@@ -16,6 +17,25 @@ from samsa.kafka.embedded import EmbeddedBroker
 from samsa.serde.registry import SerdeRegistry
 
 JOB = Path(__file__).with_name("job.yaml")
+
+
+def wordcount_command(
+    bootstrap: str, words: str, counts: str, job_id: str, state_dir: Path, extra: Sequence[str] = ()
+) -> list[str]:
+    """`samsa run job.yaml --until-caught-up` for these topics, with `extra` KEY=VALUE overrides."""
+    overrides = [
+        f"systems.kafka.bootstrap.servers={bootstrap}",
+        f"task.inputs=kafka.{words}",
+        f"task.outputs=kafka.{counts}",
+        f"systems.kafka.streams.{counts}.samza.msg.serde=long",
+        f"wordcount.output.stream={counts}",
+        f"job.id={job_id}",
+        f"job.non-logged.store.base.dir={state_dir}",
+        *extra,
+    ]
+    return [sys.executable, "-m", "samsa.cli", "run", str(JOB), "--until-caught-up"] + [
+        f"--config={item}" for item in overrides
+    ]
 
 
 def read_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
@@ -68,21 +88,7 @@ def main() -> int:
         expected = produce_words(bootstrap, words, args.words)
         print(f"produced {args.words} words to {words} in {time.monotonic() - started:.1f} s")
         started = time.monotonic()
-        cmd = [
-            sys.executable,
-            "-m",
-            "samsa.cli",
-            "run",
-            str(JOB),
-            "--until-caught-up",
-            f"--config=systems.kafka.bootstrap.servers={bootstrap}",
-            f"--config=task.inputs=kafka.{words}",
-            f"--config=task.outputs=kafka.{counts_topic}",
-            f"--config=systems.kafka.streams.{counts_topic}.samza.msg.serde=long",
-            f"--config=wordcount.output.stream={counts_topic}",
-            f"--config=job.id={run_id}",
-            f"--config=job.non-logged.store.base.dir={args.work_dir / 'state'}",
-        ]
+        cmd = wordcount_command(bootstrap, words, counts_topic, run_id, args.work_dir / "state")
         rc = subprocess.call(cmd, env=os.environ.copy())
         if rc != 0:
             print(f"the job failed with exit code {rc}")

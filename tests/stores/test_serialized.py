@@ -125,3 +125,16 @@ def test_bad_stored_bytes_name_the_key_when_read() -> None:
     with pytest.raises(ValueError) as info:
         list(store.all())
     assert any("b'k'" in note for note in info.value.__notes__)
+
+
+def test_a_wrong_type_through_the_fast_path_gets_the_serdes_error_and_names_the_store() -> None:
+    from samsa.serde.builtin import LongSerde, StringSerde
+    from samsa.serde.exceptions import SerializationError
+    from samsa.stores.memory import InMemoryStore
+
+    store = SerializedStore(InMemoryStore("counts"), StringSerde(), LongSerde())
+    with pytest.raises(SerializationError, match="expected str") as info:
+        store.put(7, 1)  # type: ignore[arg-type]
+    assert any("counts" in note for note in info.value.__notes__)
+    with pytest.raises(SerializationError, match="int"):
+        store.put("k", "one")  # type: ignore[arg-type]
