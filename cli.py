@@ -11,6 +11,7 @@ from pathlib import Path
 from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
+from samsa.runtime.config.loader import load_raw
 from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger("samsa")
@@ -23,10 +24,10 @@ def _load(args: argparse.Namespace) -> JobConfig:
         if not sep:
             raise SamsaError(f"--config {item!r}: write key=value")
         overrides[key] = value
-    raw = Config.load(args.job).with_overrides(overrides) if overrides else Config.load(args.job)
     if getattr(args, "deploy", None):
-        raw = raw.with_overrides({"job.deploy": args.deploy})
-    return JobConfig(raw)
+        overrides["job.deploy"] = args.deploy
+    # Overrides apply before validation, so one can mend a bad value in the file.
+    return JobConfig(Config({**load_raw(args.job), **overrides}))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -122,7 +123,13 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     JobCoordinator(job).create_resources()
     tasks = _job_tasks(job)
     if args.task:
-        tasks = {name: tasks[name] for name in args.task if name in tasks}
+        unknown = sorted(set(args.task) - set(tasks))
+        if unknown:
+            known = ", ".join(sorted(tasks, key=_task_order))
+            raise SamsaError(
+                f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})"
+            )
+        tasks = {name: tasks[name] for name in args.task}
     consumers: dict[str, KafkaConsumer] = {}
 
     def resolve(ssp: SystemStreamPartition, to: str | int) -> int:

@@ -46,6 +46,7 @@ class LocalSupervisor:
         self._out_lock = threading.Lock()
         self._stopping = False
         self._children: list[_Child] = []
+        self._pumps: list[threading.Thread] = []
         self.failed = False
 
     def stop(self) -> None:
@@ -71,7 +72,9 @@ class LocalSupervisor:
             start_new_session=True,
             env=os.environ.copy(),
         )
-        threading.Thread(target=self._pump, args=(child.container_id, child.process), daemon=True).start()
+        pump = threading.Thread(target=self._pump, args=(child.container_id, child.process), daemon=True)
+        pump.start()
+        self._pumps.append(pump)
         log.info("started container %s (pid %d)", child.container_id, child.process.pid)
 
     def _pump(self, container_id: str, process: subprocess.Popen[bytes]) -> None:
@@ -155,6 +158,8 @@ class LocalSupervisor:
         for child in self._children:
             if child.process is not None:
                 child.rc = child.process.returncode
+        for pump in self._pumps:
+            pump.join(timeout=5)  # the last lines of a container (a traceback) must reach the log
 
 
 def install_stop_handlers(stop: Any) -> None:

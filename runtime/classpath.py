@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from samsa.runtime.exceptions import ConfigError
@@ -10,6 +12,9 @@ from samsa.runtime.exceptions import ConfigError
 
 def load_object(path: str, key: str) -> Any:
     """Imports `module:attr` or `module.attr`; errors name `key` and say what to check."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # `task.class` is found on PYTHONPATH or in the working directory, however samsa was started.
+        sys.path.append(os.getcwd())
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")

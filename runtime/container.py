@@ -5,22 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from samsa.checkpoint.model import Checkpoint
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
 from samsa.runtime import metrics as m
-from samsa.runtime.classpath import load_object
+from samsa.runtime import validation
 from samsa.runtime.collector import OutputCollector
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
-from samsa.runtime.exceptions import ConfigError, ContainerError, MessageDeserializationError
+from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
-from samsa.runtime.task import StreamTask
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
@@ -30,6 +30,10 @@ from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
+
+# How long closing producers may flush: a normal stop waits for every output; after a failure, briefly.
+_FLUSH_ON_STOP_S = 60.0
+_FLUSH_AFTER_FAILURE_S = 5.0
 
 
 def pid_dir(job: JobConfig) -> Path:
@@ -62,9 +66,7 @@ class Container:
 
     # -- start ------------------------------------------------------------------------------------
     def _build_tasks(self, checkpoints: dict[str, Checkpoint]) -> None:
-        task_class = load_object(self.job.task_class, "task.class")
-        if not (isinstance(task_class, type) and issubclass(task_class, StreamTask)):
-            raise ConfigError(f"task.class={self.job.task_class!r} is not a samsa.StreamTask subclass")
+        task_class = validation.task_class(self.job)
         collector = OutputCollector(self.job, self._producers, self._serdes)
         specs = store_specs(self.job.config)
         for tm in self.model.tasks:
@@ -102,6 +104,19 @@ class Container:
                     "%s: checkpointed offset %d was deleted by retention; starting at %d", ssp, saved, low
                 )
                 out[ssp] = low
+            elif saved > high:
+                # The topic was recreated or truncated: the checkpoint points past its end.
+                start = low if settings.offset_default == "oldest" else high
+                log.warning(
+                    "%s: checkpointed offset %d is past the high watermark %d (topic recreated?); "
+                    "starting at %d per samza.offset.default=%s",
+                    ssp,
+                    saved,
+                    high,
+                    start,
+                    settings.offset_default,
+                )
+                out[ssp] = start
             else:
                 out[ssp] = saved
         return out
@@ -204,6 +219,7 @@ class Container:
         pid_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.write_text(str(os.getpid()))
         server = None
+        failed = False
         try:
             for system in kafka_systems:
                 self._producers[system] = KafkaProducer(client_config(self.job, system, "producer"))
@@ -216,6 +232,7 @@ class Container:
                 consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
             ends = self._high_watermarks(lambda ssp: True) if self.until_caught_up else None
             bootstrap = self._high_watermarks(lambda ssp: self.job.stream(ssp.system_stream).bootstrap)
+            self._container_metrics()
             for ti in self._tasks:
                 ti.init()
             if self.job.prometheus_port is not None:
@@ -230,6 +247,14 @@ class Container:
                 end_offsets=ends,
                 bootstrap_ends=bootstrap,
                 poll=self._poll_producers,
+                polled=self.registry.counter(
+                    m.CONTAINER_MESSAGES_POLLED,
+                    "Messages fetched by the container",
+                    {"container": self.model.id},
+                ),
+                poll_timer=self.registry.timer(
+                    m.CONTAINER_POLL_SECONDS, "Time in consumer fetches", {"container": self.model.id}
+                ),
             )
             if self._stop_requested:
                 self._loop.stop()
@@ -239,16 +264,44 @@ class Container:
             self._close_tasks()
             return self._loop.caught_up
         except BaseException:
+            failed = True
             self._close_tasks(quietly=True)
             raise
         finally:
-            if server is not None:
-                server.stop()
-            for consumer in self._consumers.values():
-                consumer.close()
-            for producer in self._producers.values():
-                producer.close()
+            self._release(server, pid_file, failed)
+
+    def _release(self, server: PrometheusServer | None, pid_file: Path, failed: bool) -> None:
+        """Closes the clients. After a failure the cause is already on its way up: close quickly (outputs
+        of processed messages still go out) and log, rather than raise, whatever else goes wrong."""
+        flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
+        closers: list[Callable[[], None]] = [server.stop] if server is not None else []
+        closers += [c.close for c in self._consumers.values()]
+        closers += [partial(p.close, flush_s) for p in self._producers.values()]
+        first: Exception | None = None
+        try:
+            for close in closers:
+                try:
+                    close()
+                except Exception as e:
+                    if failed:
+                        log.warning("while stopping after a failure: %r", e)
+                    elif first is None:
+                        first = e
+        finally:
             pid_file.unlink(missing_ok=True)
+        if first is not None:
+            raise first
+
+    def _container_metrics(self) -> None:
+        labels = {"container": self.model.id}
+        self.registry.gauge(m.CONTAINER_TASKS, "Tasks the container runs", labels).set(len(self._tasks))
+        started = time.monotonic()
+        self.registry.gauge_fn(
+            m.CONTAINER_UPTIME_SECONDS,
+            "Seconds since the container started",
+            labels,
+            lambda: time.monotonic() - started,
+        )
 
     def _poll_producers(self) -> None:
         for producer in self._producers.values():

@@ -11,6 +11,7 @@ from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProduc
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import JobModel, build_job_model
+from samsa.runtime.validation import check_job
 from samsa.streams import SystemStream
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class JobCoordinator:
 
     def prepare(self) -> JobModel:
         """Creates resources and returns the current job model, publishing a new one if the inputs changed."""
+        check_job(self.job)
         self.check_client_settings()
         self.create_resources()
         model = build_job_model(self.partition_counts(), self.job.container_count)

@@ -10,6 +10,7 @@ from typing import Any
 
 from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError
+from samsa.runtime.metrics import Counter, Timer
 from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
 from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.base import Serde, fast_from_bytes
@@ -27,8 +28,8 @@ FETCH_SIZE = 2000
 # bounded prefetch queue (queued.max.messages.kbytes). Pausing is no way to throttle every batch, because
 # librdkafka drops a paused partition's prefetched messages and fetches them again on resume.
 TOP_UP_BELOW = 2 * FETCH_SIZE
-# A partition buffering more than this (one far ahead of the others) is paused until it drains.
-PAUSE_ABOVE = 4 * FETCH_SIZE
+# A partition holding more than two batches (one far ahead of the others) is paused until it drains.
+PAUSE_ABOVE = 2 * FETCH_SIZE
 # With a single partition ready there is nothing to alternate with: take this many at a time.
 _SOLO_CHUNK = 256
 
@@ -95,6 +96,8 @@ class RunLoop:
         end_offsets: dict[SystemStreamPartition, int] | None = None,
         bootstrap_ends: dict[SystemStreamPartition, int] | None = None,
         poll: Callable[[], None] = lambda: None,
+        polled: Counter | None = None,
+        poll_timer: Timer | None = None,
     ) -> None:
         self._sources = sources
         self._tasks = list(tasks)
@@ -103,6 +106,8 @@ class RunLoop:
         self._batch_size = batch_size
         self._end_offsets = end_offsets
         self._poll_producers = poll
+        self._polled = polled or Counter({})
+        self._poll_timer = poll_timer or Timer({})
         self._ready: deque[PartitionBuffer] = deque()
         self._held: list[PartitionBuffer] = []  # non-bootstrap buffers while bootstrap streams catch up
         self._bootstrap_ends = {ssp: end for ssp, end in (bootstrap_ends or {}).items()}
@@ -133,6 +138,8 @@ class RunLoop:
                 self._fetch(min(_MAX_IDLE_S, max(0.0, self._next_timer - now)))
                 next_poll = now + _POLL_INTERVAL_S
                 if not ready:
+                    if self._bootstrapping:
+                        self._check_bootstrap()  # the tail may be transaction markers: no buffer empties
                     if self._end_offsets is not None and self._is_caught_up():
                         self.caught_up = True
                         return
@@ -150,10 +157,10 @@ class RunLoop:
                 if buf.paused:
                     buf.consumer.resume([buf.tp])
                     buf.paused = False
-                if self._bootstrapping and buf.bootstrap:
-                    self._check_bootstrap()
             elif len(ready) > 1:
                 ready.rotate(-1)
+            if self._bootstrapping and buf.bootstrap:
+                self._check_bootstrap()  # a partition is done at its start-time watermark, buffered or not
             if buf.task.coordinator.requested:
                 self._handle_requests(buf.task)
 
@@ -170,6 +177,8 @@ class RunLoop:
         system, stream, partition = buf.ssp
         timer = ti.process_timer
         perf = time.perf_counter_ns
+        mono = time.monotonic
+        next_timer = self._next_timer
         envelope = IncomingMessageEnvelope
         last = -1
         count = 0
@@ -206,7 +215,8 @@ class RunLoop:
                 timer.update_ns(perf() - start)
                 last = offset
                 count += 1
-                if coordinator.requested:
+                # Commit and window outrank process, and a stop ends the chunk: no waiting out a batch.
+                if coordinator.requested or self._stopping or mono() >= next_timer:
                     break
         finally:
             buf.pos = pos
@@ -218,11 +228,14 @@ class RunLoop:
     def _fetch(self, timeout: float) -> None:
         self._poll_producers()
         for consumer, routes in self._sources:
+            start = time.perf_counter_ns()
             msgs = consumer.consume(FETCH_SIZE, timeout)
+            self._poll_timer.update_ns(time.perf_counter_ns() - start)
             timeout = 0.0
             if not msgs:
                 continue
             self._buffered += len(msgs)
+            self._polled.inc(len(msgs))
             current: PartitionBuffer | None = None
             current_key: tuple[str, int] | None = None
             to_pause = []

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from samsa.stores.api import K, KeyValueStore, V
-from samsa.stores.exceptions import StoreConfigError
+from samsa.stores.exceptions import StoreClosedError, StoreConfigError
 
 DEFAULT_CACHE_SIZE = 1000
 DEFAULT_WRITE_BATCH_SIZE = 500
@@ -42,44 +42,53 @@ def cache_settings(store: str, options: Mapping[str, str]) -> tuple[int, int]:
 
 
 class CachedStore(KeyValueStore[K, V]):
-    """LRU cache of deserialized objects with write-back of dirty entries, over a typed store."""
+    """LRU cache of deserialized objects with write-back of dirty entries, over a typed store.
+
+    Entries are cached under (type, key), so keys Python calls equal but serdes write differently
+    (1, 1.0 and True) stay apart. An unhashable key (e.g. a JSON list) bypasses the cache.
+    """
 
     def __init__(self, inner: KeyValueStore[K, V], cache_size: int, write_batch_size: int) -> None:
         self.inner = inner
         self.name = inner.name
         self._size = cache_size
         self._batch = write_batch_size
-        # key -> value, least recently used first; None records a key known to be absent.
-        self._cache: OrderedDict[Any, V | None] = OrderedDict()
-        self._dirty: dict[Any, None] = {}  # insertion-ordered set of keys written since the last flush
+        # (type, key) -> value, least recently used first; None records a key known to be absent.
+        self._cache: OrderedDict[tuple[type, Any], V | None] = OrderedDict()
+        self._dirty: dict[tuple[type, Any], None] = {}  # ordered set of entries written since the last flush
+        self._is_closed = False
 
     def get(self, key: K) -> V | None:
         cache = self._cache
+        entry = (key.__class__, key)
         try:
-            value = cache[key]
+            value = cache[entry]
         except KeyError:
             value = self.inner.get(key)
-            cache[key] = value
+            cache[entry] = value
             if len(cache) > self._size:
                 self._evict()
             return value
-        except TypeError:  # an unhashable key (e.g. a JSON object) cannot be cached
+        except TypeError:  # unhashable: read below, after every pending write
             self._write_dirty()
             return self.inner.get(key)
-        cache.move_to_end(key)
+        cache.move_to_end(entry)
         return value
 
     def put(self, key: K, value: V | None) -> None:
         cache = self._cache
+        entry = (key.__class__, key)
         try:
-            cache[key] = value
+            cache[entry] = value
         except TypeError:
+            # Unhashable: write below in order; a cached key with the same bytes would now be stale.
             self._write_dirty()
+            cache.clear()
             self.inner.put(key, value)
             return
-        cache.move_to_end(key)
+        cache.move_to_end(entry)
         dirty = self._dirty
-        dirty[key] = None
+        dirty[entry] = None
         if len(dirty) >= self._batch:
             self._write_dirty()
         if len(cache) > self._size:
@@ -105,18 +114,27 @@ class CachedStore(KeyValueStore[K, V]):
         self.inner.flush()
 
     def close(self) -> None:
+        if self._is_closed:
+            return
+        self._is_closed = True
         try:
             self._write_dirty()
         finally:
             self._cache.clear()
+            # Any later use fails at once, like the engines, instead of at a later flush.
+            self.get = self.put = self.delete = self._closed  # type: ignore[method-assign,assignment]
             self.inner.close()
+
+    def _closed(self, *args: Any) -> Any:
+        raise StoreClosedError(self.name)
 
     def _write_dirty(self) -> None:
         if not self._dirty:
             return
         cache = self._cache
-        # One batch below (a RocksDB WriteBatch: atomic); dirty keys are always still cached.
-        self.inner.put_all([(key, cache[key]) for key in self._dirty])
+        # One batch below (a RocksDB WriteBatch: atomic); dirty entries are always still cached. On a
+        # failure (a value its serde rejects, named with its key) the entries stay dirty and the task fails.
+        self.inner.put_all([(entry[1], cache[entry]) for entry in self._dirty])
         self._dirty.clear()
 
     def _evict(self) -> None:

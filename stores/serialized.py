@@ -77,10 +77,14 @@ class SerializedStore(KeyValueStore[K, V]):
             raise
 
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
-        key_bytes, value_bytes = self._key_bytes, self._value_bytes
-        self.inner.put_all(
-            (key_bytes(key), None if value is None else value_bytes(value)) for key, value in entries
-        )
+        key_bytes, value_bytes = self._fast_key_bytes, self._fast_value_bytes
+        raw = []
+        for key, value in entries:  # all serialized before any is written: the batch stays atomic
+            try:
+                raw.append((key_bytes(key), None if value is None else value_bytes(value)))
+            except Exception as e:
+                raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
+        self.inner.put_all(raw)
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
         by_raw = {self._key_bytes(key): key for key in keys}

@@ -98,3 +98,60 @@ def test_run_with_bad_config_exits_naming_the_key(job_config, topics, tmp_path, 
     assert main(["run", str(_write(tmp_path, config)), f"--config={override}"]) == 2
     assert named in caplog.text
     assert override.split("=")[0] in caplog.text
+
+
+def test_reset_of_an_unknown_task_is_named(job_config, topics, tmp_path, caplog):
+    config = job_config(f"kafka.{topics(2)}", topics(1))
+    assert (
+        main(
+            [
+                "checkpoint",
+                "reset",
+                "--to",
+                "earliest",
+                "--task",
+                "Partition 9",
+                str(_write(tmp_path, config)),
+            ]
+        )
+        == 2
+    )
+    assert "Partition 9" in caplog.text and "Partition 0, Partition 1" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("stores.counts.key.serde=nosuchserde", "stores.counts.key.serde=nosuchserde"),
+        ("systems.kafka.samza.msg.serde=nosuchserde", "systems.kafka.samza.msg.serde=nosuchserde"),
+        ("task.class=samsa_test_tasks:Nope", "task.class"),
+    ],
+)
+def test_job_errors_are_found_before_any_container_starts(
+    job_config, topics, tmp_path, caplog, override, named
+):
+    config = job_config(f"kafka.{topics(1)}", "unused", **{"stores.counts.factory": "inmemory"})
+    assert main(["run", str(_write(tmp_path, config)), f"--config={override}"]) == 2
+    assert named in caplog.text
+    assert "started container" not in caplog.text
+
+
+def test_an_override_mends_a_bad_value_in_the_file(job_config, topics, produce, read_topic, tmp_path):
+    inp, out = topics(1), topics(1)
+    produce(inp, [(None, "x")])
+    config = job_config(f"kafka.{inp}", out)
+    bad = _write(tmp_path, {**config, "task.commit.ms": "soon"})
+    assert (
+        main(
+            [
+                "run",
+                "--container-id",
+                "0",
+                "--until-caught-up",
+                str(bad),
+                "--config=task.commit.ms=1000",
+            ]
+        )
+        == 0
+    )
+    assert len(read_topic(out)) == 1

@@ -240,3 +240,37 @@ def test_a_failing_process_names_the_message_and_keeps_its_offset() -> None:
     with pytest.raises(TaskError, match=r"t#0@1"):
         loop.run()
     assert list(ti.offsets.values()) == [1], "only the message before the failure counts as processed"
+
+
+def test_bootstrap_ends_at_the_start_watermark_even_while_more_arrives() -> None:
+    seen: dict[str, bool] = {}
+    holder: dict[str, RunLoop] = {}
+    hooks = {"299": lambda c: seen.setdefault("bootstrapping at the end", holder["loop"]._bootstrapping)}
+    loop, log, consumer, _ = _loop(
+        {0: ["a"], 1: [str(i) for i in range(300)]}, bootstrap=frozenset({1}), hooks=hooks
+    )
+    holder["loop"] = loop
+    loop._bootstrap_ends = {s: 2 for s in loop._bootstrap_ends}  # only 2 existed at start
+    loop.run()
+    assert seen == {"bootstrapping at the end": False}, "done once offset 2 was reached, not when drained"
+    assert [("t", 0)] in consumer.resume_calls
+    assert "0:a" in log
+
+
+def test_a_stop_ends_the_chunk_after_the_message_in_hand() -> None:
+    holder: dict[str, RunLoop] = {}
+    loop, log, _, _ = _loop({0: [str(i) for i in range(100)]}, hooks={"3": lambda c: holder["loop"].stop()})
+    holder["loop"] = loop
+    loop.run()
+    assert log == ["0:0", "0:1", "0:2", "0:3"]
+
+
+def test_a_commit_falling_due_mid_chunk_runs_before_the_next_message() -> None:
+    import time
+
+    loop, log, _, ti = _loop(
+        {0: [str(i) for i in range(10)]}, hooks={"4": lambda c: time.sleep(0.2)}, commit_ms=60_000
+    )
+    ti.next_commit = time.monotonic() + 0.1  # falls due while message 4 is processed
+    loop.run()
+    assert log[4:7] == ["0:4", "commit:0=5", "0:5"]

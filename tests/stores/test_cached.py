@@ -234,3 +234,45 @@ def test_in_memory_engine_under_the_cache() -> None:
     for i in range(10):
         store.put(f"k{i}", i)
     assert [store.get(f"k{i}") for i in range(10)] == list(range(10))
+
+
+def test_keys_equal_in_python_but_not_in_bytes_stay_apart() -> None:
+    from samsa.serde.builtin import JsonSerde
+
+    store = CachedStore(SerializedStore(InMemoryStore("m"), JsonSerde(), JsonSerde()), 10, 5)
+    store.put(1, "one")
+    assert store.get(True) is None, "JSON writes 1 and true differently"
+    assert store.get(1.0) is None
+    assert store.get(1) == "one"
+
+
+def test_an_unhashable_write_drops_cached_entries_it_may_alias() -> None:
+    from samsa.serde.builtin import JsonSerde
+
+    store = CachedStore(SerializedStore(InMemoryStore("m"), JsonSerde(), JsonSerde()), 10, 5)
+    store.put((1, 2), "tuple")
+    store.put([1, 2], "list")  # the same JSON bytes as (1, 2)
+    assert store.get((1, 2)) == "list"
+
+
+def test_a_value_its_serde_rejects_is_named_with_its_key_when_written_down() -> None:
+    from samsa.serde.builtin import JsonSerde
+    from samsa.serde.exceptions import SerializationError
+
+    store = CachedStore(SerializedStore(InMemoryStore("m"), StringSerde(), JsonSerde()), 10, 2)
+    store.put("bad", {1, 2})
+    with pytest.raises(SerializationError) as info:
+        store.put("next", 1)  # the batch goes down here
+    assert any("'bad'" in note and "'m'" in note for note in info.value.__notes__)
+
+
+def test_use_after_close_fails_at_once() -> None:
+    from samsa.stores.exceptions import StoreClosedError
+
+    store = CachedStore(SerializedStore(InMemoryStore("m"), StringSerde(), LongSerde()), 10, 5)
+    store.close()
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.put("a", 1)
+    with pytest.raises(StoreClosedError):
+        store.get("a")

@@ -1,0 +1,46 @@
+"""Checks of a job that need code loaded (task class, serdes, stores), run once before containers start."""
+
+from __future__ import annotations
+
+from samsa.exceptions import SamsaError
+from samsa.runtime.classpath import load_object
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.task import StreamTask
+from samsa.serde.registry import SerdeRegistry
+from samsa.stores.factory import store_specs
+from samsa.streams import SystemStream
+
+
+def task_class(job: JobConfig) -> type[StreamTask]:
+    """The `task.class`, imported and checked to be a StreamTask."""
+    found = load_object(job.task_class, "task.class")
+    if not (isinstance(found, type) and issubclass(found, StreamTask)):
+        raise ConfigError(f"task.class={job.task_class!r} is not a samsa.StreamTask subclass")
+    return found
+
+
+def serde_key(job: JobConfig, stream: SystemStream, part: str) -> str:
+    """The config key that names a stream's `key` or `msg` serde (the stream's own, else its system's)."""
+    own = f"systems.{stream.system}.streams.{stream.stream}.samza.{part}.serde"
+    return own if own in job.config else f"systems.{stream.system}.samza.{part}.serde"
+
+
+def check_job(job: JobConfig) -> None:
+    """Everything a container would fail on at start, found before any starts; errors name the key."""
+    task_class(job)
+    serdes = SerdeRegistry(job.config)
+    for stream in (*job.inputs, *job.outputs):
+        settings = job.stream(stream)
+        for part, name in (("key", settings.key_serde), ("msg", settings.msg_serde)):
+            _resolve(serdes, name, serde_key(job, stream, part), stream.stream, part == "key")
+    for store, spec in store_specs(job.config).items():
+        _resolve(serdes, spec.key_serde, f"stores.{store}.key.serde", None, True)
+        _resolve(serdes, spec.msg_serde, f"stores.{store}.msg.serde", None, False)
+
+
+def _resolve(serdes: SerdeRegistry, name: str, key: str, topic: str | None, is_key: bool) -> None:
+    try:
+        serdes.get(name, topic, is_key=is_key)
+    except SamsaError as e:
+        raise ConfigError(f"{key}={name}: {e}") from e
