@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,19 @@ def _final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
     return last
 
 
+def _run_until_caught_up(job_file: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`samsa run --until-caught-up` through the supervisor; asserts it exits 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def _count_config(job_config, inputs: str, output: str, containers: int) -> dict[str, str]:
     return job_config(
         f"kafka.{inputs}",
@@ -60,14 +74,7 @@ def test_word_count_is_exact_through_the_supervisor(
     config = _count_config(job_config, words, counts, containers)
     job_file = tmp_path / "job.properties"
     job_file.write_text("\n".join(f"{k}={v}" for k, v in config.items()))
-    proc = subprocess.run(
-        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up"],
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = _run_until_caught_up(job_file, subprocess_env)
     for cid in range(containers):
         assert f"[container-{cid}]" in proc.stdout
     assert _final_counts(read_topic(counts)) == Counter(sent)
@@ -115,14 +122,7 @@ def test_crash_reprocesses_at_most_what_came_after_the_last_commit(
     )
     job_file = tmp_path / "job.yaml"
     job_file.write_text(json.dumps(config))  # JSON is YAML
-    proc = subprocess.run(
-        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up"],
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = _run_until_caught_up(job_file, subprocess_env)
     assert marker.exists(), "the container was killed once"
     assert "restarting" in proc.stderr
     rows = read_topic(out, headers=True)
