@@ -79,12 +79,13 @@ def _job_tasks(job: JobConfig) -> dict[str, list[SystemStreamPartition]]:
 
 
 def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
+    from samsa.checkpoint.versions import checkpoint_versions
     from samsa.kafka import KafkaConsumer
     from samsa.runtime.coordinator import checkpoint_manager, client_config
 
     job = _load(args)
     manager = checkpoint_manager(job)
-    checkpoints = manager.read_last()
+    checkpoints = manager.read_last(checkpoint_versions(job.config)[1])
     tasks = _job_tasks(job)
     consumers: dict[str, KafkaConsumer] = {}
     print(f"checkpoints of job {job.job_key} (topic {manager.topic}); offsets are the next to read")
@@ -109,6 +110,7 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
 
 def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     from samsa.checkpoint.tool import live_containers, parse_reset_target, reset
+    from samsa.checkpoint.versions import checkpoint_versions
     from samsa.kafka import KafkaConsumer, KafkaProducer
     from samsa.runtime.container import pid_dir
     from samsa.runtime.coordinator import JobCoordinator, checkpoint_manager, checkpoint_system, client_config
@@ -146,7 +148,9 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
 
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
     try:
-        written = reset(checkpoint_manager(job, producer), tasks, target, resolve)
+        write_versions, read_versions = checkpoint_versions(job.config)
+        manager = checkpoint_manager(job, producer)
+        written = reset(manager, tasks, target, resolve, write_versions, read_versions)
     finally:
         producer.close()
         for consumer in consumers.values():

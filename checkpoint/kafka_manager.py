@@ -1,13 +1,28 @@
-"""Checkpoints kept in one compacted Kafka topic per job, keyed by task name."""
+"""Checkpoints kept in one compacted Kafka topic per job, keyed by task name and checkpoint version."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from samsa.checkpoint.compacted_log import read_latest
-from samsa.checkpoint.model import KEY_TYPE_V1, Checkpoint, checkpoint_key, decode, encode, parse_key
+from samsa.checkpoint.exceptions import CheckpointError
+from samsa.checkpoint.model import (
+    VERSION_OF_KEY_TYPE,
+    AnyCheckpoint,
+    Checkpoint,
+    CheckpointV2,
+    checkpoint_key,
+    decode_record,
+    encode,
+    parse_key,
+)
+from samsa.checkpoint.versions import DEFAULT_READ_VERSIONS, validate_versions
 from samsa.kafka import KafkaAdmin, KafkaProducer
+
+# Samza's task.live.checkpoint.max.age: a lower-priority record newer by more than this wins.
+DEFAULT_LIVE_MAX_AGE_MS = 600_000
 
 
 def checkpoint_topic(job_name: str, job_id: str) -> str:
@@ -15,15 +30,62 @@ def checkpoint_topic(job_name: str, job_id: str) -> str:
     return f"__samsa_checkpoint_ver_1_for_{job_name.replace('_', '-')}_{job_id.replace('_', '-')}"
 
 
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A task's last record of one version, with where and when it was appended."""
+
+    checkpoint: AnyCheckpoint
+    offset: int
+    timestamp: int | None  # epoch ms of the record; None when the broker gave none
+
+
+def choose(
+    records: Sequence[StoredCheckpoint], read_versions: Sequence[int], live_max_age_ms: int
+) -> StoredCheckpoint | None:
+    """Samza's read rule over one task's records, taken in log order.
+
+    A record replaces the current choice when there is none yet, when its version has the same or a higher
+    priority (earlier in `read_versions`), or when it is newer than the current choice by more than
+    `live_max_age_ms`: a job that stopped writing V2 thereby falls back to its newer V1 records.
+    """
+    priority = {v: i for i, v in enumerate(read_versions)}
+    current: StoredCheckpoint | None = None
+    for record in sorted(records, key=lambda r: r.offset):
+        rank = priority.get(record.checkpoint.version)
+        if rank is None:
+            continue
+        if (
+            current is None
+            or rank <= priority[current.checkpoint.version]
+            or _newer_by(record, current) > live_max_age_ms
+        ):
+            current = record
+    return current
+
+
+def _newer_by(record: StoredCheckpoint, current: StoredCheckpoint) -> int:
+    if record.timestamp is None or current.timestamp is None:
+        return 0  # no times to compare: priority alone decides
+    return record.timestamp - current.timestamp
+
+
 class KafkaCheckpointManager:
     """Reads every task's last checkpoint at start and appends new ones at commit."""
 
     def __init__(
-        self, topic: str, client_config: Mapping[str, Any], producer: KafkaProducer | None = None
+        self,
+        topic: str,
+        client_config: Mapping[str, Any],
+        producer: KafkaProducer | None = None,
+        *,
+        read_versions: Sequence[int] = DEFAULT_READ_VERSIONS,
+        live_max_age_ms: int = DEFAULT_LIVE_MAX_AGE_MS,
     ) -> None:
         self.topic = topic
         self._client_config = dict(client_config)
         self._producer = producer
+        self.read_versions = validate_versions("task.checkpoint.read.versions", read_versions)
+        self.live_max_age_ms = live_max_age_ms
 
     def create_resources(self) -> None:
         """Creates the compacted single-partition topic, or checks the existing one."""
@@ -33,24 +95,69 @@ class KafkaCheckpointManager:
         finally:
             admin.close()
 
-    def read_last(self) -> dict[str, Checkpoint]:
-        """The last checkpoint of every task that has one."""
-        out: dict[str, Checkpoint] = {}
-        for key, value, offset in read_latest(self._client_config, self.topic):
-            kind, task = parse_key(key)
-            if kind != KEY_TYPE_V1:
-                continue  # other versions are read by their own reader
-            if value is None:
-                out.pop(task, None)
-            else:
-                out[task] = decode(value, f"{self.topic}#0@{offset}")
+    def read_records(self, versions: Sequence[int] = (1, 2)) -> dict[str, dict[int, StoredCheckpoint]]:
+        """Each task's last record of each of `versions`; records of other versions are not even decoded."""
+        wanted = set(versions)
+        out: dict[str, dict[int, StoredCheckpoint]] = {}
+        for record in read_latest(self._client_config, self.topic):
+            where = f"{self.topic}#0@{record.offset}"
+            try:
+                kind, task = parse_key(record.key)
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(
+                    f"checkpoint record key at {where} is unreadable ({e}); delete the record"
+                ) from e
+            version = VERSION_OF_KEY_TYPE.get(kind)
+            if version is None or version not in wanted:
+                continue  # a version this reader does not read (old readers skip V2 this way)
+            if record.value is None:
+                out.get(task, {}).pop(version, None)  # a tombstone removes that version's record
+                continue
+            checkpoint = decode_record(kind, record.value, where)
+            out.setdefault(task, {})[version] = StoredCheckpoint(checkpoint, record.offset, record.timestamp)
+        return {task: records for task, records in out.items() if records}
+
+    def read_last(
+        self, read_versions: Sequence[int] | None = None, live_max_age_ms: int | None = None
+    ) -> dict[str, AnyCheckpoint]:
+        """The checkpoint each task resumes from: its highest-priority version, unless a lower one is
+        newer by more than the live max age. Defaults come from the manager's construction."""
+        versions = (
+            self.read_versions
+            if read_versions is None
+            else validate_versions("task.checkpoint.read.versions", read_versions)
+        )
+        max_age = self.live_max_age_ms if live_max_age_ms is None else live_max_age_ms
+        out: dict[str, AnyCheckpoint] = {}
+        for task, records in self.read_records(versions).items():
+            chosen = choose(list(records.values()), versions, max_age)
+            if chosen is not None:
+                out[task] = chosen.checkpoint
         return out
 
-    def write(self, task_name: str, checkpoint: Checkpoint) -> None:
-        """Queues a checkpoint record; durable after `flush()`."""
-        assert self._producer is not None, "a write needs the manager built with a producer"
-        self._producer.send(self.topic, encode(checkpoint), key=checkpoint_key(task_name), partition=0)
+    def write(self, task_name: str, checkpoint: AnyCheckpoint) -> None:
+        """Queues a record of the checkpoint's own version; durable after `flush()`."""
+        if self._producer is None:
+            raise CheckpointError(f"writing to {self.topic} needs a checkpoint manager built with a producer")
+        self._producer.send(
+            self.topic, encode(checkpoint), key=checkpoint_key(task_name, checkpoint.version), partition=0
+        )
+
+    def write_versions(
+        self, task_name: str, versions: Sequence[int], v1: Checkpoint | None, v2: CheckpointV2 | None
+    ) -> None:
+        """Queues one record per configured write version, in the configured order (Samza's order)."""
+        by_version: dict[int, AnyCheckpoint | None] = {1: v1, 2: v2}
+        for version in validate_versions("task.checkpoint.write.versions", versions):
+            checkpoint = by_version[version]
+            if checkpoint is None:
+                raise CheckpointError(
+                    f"task {task_name!r}: task.checkpoint.write.versions includes {version} "
+                    f"but no version {version} checkpoint was built"
+                )
+            self.write(task_name, checkpoint)
 
     def flush(self) -> None:
-        assert self._producer is not None
+        if self._producer is None:
+            raise CheckpointError(f"writing to {self.topic} needs a checkpoint manager built with a producer")
         self._producer.flush()

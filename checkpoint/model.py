@@ -1,27 +1,53 @@
-"""Checkpoint V1: the next input offset of every partition a task consumes."""
+"""Checkpoint records: V1 (input offsets, optional changelog positions), V2 (offsets plus state markers)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.exceptions import CheckpointError
 from samsa.streams import SystemStreamPartition
 
 KEY_TYPE_V1 = "checkpoint"
+KEY_TYPE_V2 = "checkpoint-v2"
+# Record key type of each version: versions sit side by side in the topic, one record per task each.
+KEY_TYPES: Mapping[int, str] = {1: KEY_TYPE_V1, 2: KEY_TYPE_V2}
+VERSION_OF_KEY_TYPE: Mapping[str, int] = {t: v for v, t in KEY_TYPES.items()}
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """Input positions of one task. Offsets are the NEXT offset to read (Kafka's convention)."""
+    """V1: input positions of one task. Offsets are the NEXT offset to read (Kafka's convention).
+
+    `changelog_offsets` carries, for V1-only restores, each store changelog partition's position at the
+    commit: (checkpoint id, last offset written, or None for an empty changelog).
+    """
 
     offsets: dict[SystemStreamPartition, int] = field(default_factory=dict)
-    version: int = 1
+    changelog_offsets: dict[SystemStreamPartition, tuple[str, int | None]] = field(default_factory=dict)
+    version: ClassVar[int] = 1
 
 
-def checkpoint_key(task_name: str) -> bytes:
-    """The compacted-topic key of a task's checkpoint (versioned, so V2 can sit beside V1)."""
-    return json.dumps({"taskName": task_name, "type": KEY_TYPE_V1}, sort_keys=True).encode()
+@dataclass(frozen=True)
+class CheckpointV2:
+    """V2: input positions plus each state backend's per-store checkpoint markers (opaque strings)."""
+
+    checkpoint_id: CheckpointId
+    offsets: dict[SystemStreamPartition, int] = field(default_factory=dict)
+    # backend name -> store name -> marker (a changelog position, a blob index id...)
+    state_markers: dict[str, dict[str, str]] = field(default_factory=dict)
+    version: ClassVar[int] = 2
+
+
+AnyCheckpoint = Checkpoint | CheckpointV2
+
+
+def checkpoint_key(task_name: str, version: int = 1) -> bytes:
+    """The compacted-topic key of a task's checkpoint of `version` (versioned, so V2 sits beside V1)."""
+    return json.dumps({"taskName": task_name, "type": KEY_TYPES[version]}, sort_keys=True).encode()
 
 
 def parse_key(raw: bytes) -> tuple[str, str]:
@@ -30,26 +56,110 @@ def parse_key(raw: bytes) -> tuple[str, str]:
     return str(data["type"]), str(data["taskName"])
 
 
-def encode(checkpoint: Checkpoint) -> bytes:
-    """Checkpoint V1 as JSON with structured partition entries (no dotted strings to split)."""
-    entries = [
-        {"system": p.system, "stream": p.stream, "partition": p.partition, "offset": str(o)}
-        for p, o in sorted(checkpoint.offsets.items())
-    ]
-    return json.dumps({"version": 1, "offsets": entries}, separators=(",", ":")).encode()
+def encode(checkpoint: AnyCheckpoint) -> bytes:
+    """Either version as JSON with structured partition entries (no dotted strings to split)."""
+    data: dict[str, Any]
+    if isinstance(checkpoint, CheckpointV2):
+        data = {
+            "version": 2,
+            "checkpointId": str(checkpoint.checkpoint_id),
+            "offsets": _offset_entries(checkpoint.offsets),
+            "stateCheckpointMarkers": {
+                backend: dict(sorted(markers.items()))
+                for backend, markers in sorted(checkpoint.state_markers.items())
+            },
+        }
+    else:
+        data = {"version": 1, "offsets": _offset_entries(checkpoint.offsets)}
+        if checkpoint.changelog_offsets:  # absent when empty: the bytes of offset-only records stay as before
+            data["changelogOffsets"] = [
+                {
+                    "system": p.system,
+                    "stream": p.stream,
+                    "partition": p.partition,
+                    "checkpointId": cp_id,
+                    "offset": None if o is None else str(o),
+                }
+                for p, (cp_id, o) in sorted(checkpoint.changelog_offsets.items())
+            ]
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def decode(raw: bytes, where: str) -> Checkpoint:
     """Parses a V1 record; `where` names the topic and offset for the error message."""
     try:
-        data = json.loads(raw)
-        offsets = {
-            SystemStreamPartition(e["system"], e["stream"], int(e["partition"])): int(e["offset"])
-            for e in data["offsets"]
-        }
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(
-            f"checkpoint record at {where} is unreadable ({e}); "
-            f"reset it with `samsa checkpoint reset` or delete the record"
-        ) from e
-    return Checkpoint(offsets)
+        data = _object(raw)
+        _check_version(data, 1, default=1)
+        offsets = _read_offsets(data["offsets"])
+        changelog: dict[SystemStreamPartition, tuple[str, int | None]] = {}
+        for e in data.get("changelogOffsets", []):
+            cp_id = str(CheckpointId.parse(e["checkpointId"]))
+            changelog[_ssp(e)] = (cp_id, None if e["offset"] is None else int(e["offset"]))
+    except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
+        raise _unreadable(where, e) from e
+    return Checkpoint(offsets, changelog)
+
+
+def decode_v2(raw: bytes, where: str) -> CheckpointV2:
+    """Parses a V2 record; unknown fields are ignored so a newer writer's additions do not break us."""
+    try:
+        data = _object(raw)
+        _check_version(data, 2, default=None)
+        checkpoint_id = CheckpointId.parse(data["checkpointId"])
+        offsets = _read_offsets(data["offsets"])
+        markers_in = data.get("stateCheckpointMarkers", {})
+        if not isinstance(markers_in, dict):
+            raise TypeError("stateCheckpointMarkers is not an object")
+        markers: dict[str, dict[str, str]] = {}
+        for backend, stores in markers_in.items():
+            if not isinstance(stores, dict) or not all(isinstance(v, str) for v in stores.values()):
+                raise TypeError(f"the markers of backend {backend!r} are not an object of strings")
+            markers[backend] = dict(stores)
+    except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
+        raise _unreadable(where, e) from e
+    return CheckpointV2(checkpoint_id, offsets, markers)
+
+
+def decode_record(key_type: str, raw: bytes, where: str) -> AnyCheckpoint:
+    """Parses a record of the version named by its key type."""
+    return decode_v2(raw, where) if key_type == KEY_TYPE_V2 else decode(raw, where)
+
+
+def _offset_entries(offsets: Mapping[SystemStreamPartition, int]) -> list[dict[str, Any]]:
+    return [
+        {"system": p.system, "stream": p.stream, "partition": p.partition, "offset": str(o)}
+        for p, o in sorted(offsets.items())
+    ]
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("the record is not a JSON object")
+    return data
+
+
+def _check_version(data: Mapping[str, Any], expected: int, default: int | None) -> None:
+    version = data.get("version", default)
+    if version != expected:
+        raise ValueError(f"schema version {version!r}, expected {expected} (written by a newer samsa?)")
+
+
+def _ssp(entry: Mapping[str, Any]) -> SystemStreamPartition:
+    system, stream, partition = entry["system"], entry["stream"], entry["partition"]
+    if not isinstance(system, str) or not isinstance(stream, str) or isinstance(partition, bool):
+        raise TypeError(f"bad partition entry {dict(entry)!r}")
+    return SystemStreamPartition(system, stream, int(partition))
+
+
+def _read_offsets(entries: Any) -> dict[SystemStreamPartition, int]:
+    if not isinstance(entries, list):
+        raise TypeError("offsets is not a list")
+    return {_ssp(e): int(e["offset"]) for e in entries}
+
+
+def _unreadable(where: str, error: Exception) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint record at {where} is unreadable ({error}); "
+        f"reset it with `samsa checkpoint reset` or delete the record"
+    )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.exceptions import CheckpointError
-from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
-from samsa.checkpoint.model import Checkpoint
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, StoredCheckpoint, choose
+from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
+from samsa.checkpoint.versions import DEFAULT_WRITE_VERSIONS
 from samsa.streams import SystemStreamPartition
 
 
@@ -51,12 +54,56 @@ def reset(
     tasks: dict[str, list[SystemStreamPartition]],
     target: str | int,
     resolve: Callable[[SystemStreamPartition, str | int], int],
-) -> dict[str, Checkpoint]:
-    """Writes a new checkpoint for each task at `target`; `resolve` turns a target into an offset."""
-    written = {}
+    write_versions: Sequence[int] = DEFAULT_WRITE_VERSIONS,
+    read_versions: Sequence[int] | None = None,
+) -> dict[str, AnyCheckpoint]:
+    """Writes new input offsets at `target` for each task; `resolve` turns a target into an offset.
+
+    Every record the job would still read is rewritten with the new offsets and its state positions kept
+    (V1 changelog offsets; V2 id and markers), so whichever version the job reads resumes at `target`. A
+    record already outranked by the live-max-age rule is left alone, so the same version keeps winning.
+    Returns what the job will read per task (`read_versions`, default the manager's).
+    """
+    reads = manager.read_versions if read_versions is None else list(read_versions)
+    stored = manager.read_records()
+    written: dict[str, AnyCheckpoint] = {}
     for task_name, partitions in sorted(tasks.items()):
-        checkpoint = Checkpoint({ssp: resolve(ssp, target) for ssp in partitions})
-        manager.write(task_name, checkpoint)
-        written[task_name] = checkpoint
+        offsets = {ssp: resolve(ssp, target) for ssp in partitions}
+        records = stored.get(task_name, {})
+        winner = choose(list(records.values()), reads, manager.live_max_age_ms)
+        rewrite = [r.checkpoint for r in records.values() if _still_read(r, winner, manager)]
+        if winner is None:
+            have = {c.version for c in rewrite}
+            rewrite += [_fresh(v) for v in write_versions if v not in have]
+        fresh = [_with_offsets(c, offsets) for c in sorted(rewrite, key=lambda c: c.version)]
+        for checkpoint in fresh:
+            manager.write(task_name, checkpoint)
+        written[task_name] = _read_back(fresh, reads)
     manager.flush()
     return written
+
+
+def _still_read(
+    record: StoredCheckpoint, winner: StoredCheckpoint | None, manager: KafkaCheckpointManager
+) -> bool:
+    """False for a record the live-max-age rule already outranks: refreshing it would make it win again."""
+    if winner is None or record is winner or record.timestamp is None or winner.timestamp is None:
+        return True
+    return winner.timestamp - record.timestamp <= manager.live_max_age_ms
+
+
+def _fresh(version: int) -> AnyCheckpoint:
+    return CheckpointV2(CheckpointId.create()) if version == 2 else Checkpoint()
+
+
+def _with_offsets(checkpoint: AnyCheckpoint, offsets: dict[SystemStreamPartition, int]) -> AnyCheckpoint:
+    return replace(checkpoint, offsets=dict(offsets))
+
+
+def _read_back(written: list[AnyCheckpoint], read_versions: Sequence[int]) -> AnyCheckpoint:
+    # All rewritten records are appended together, so priority alone decides among them.
+    for version in read_versions:
+        for checkpoint in written:
+            if checkpoint.version == version:
+                return checkpoint
+    return written[0]

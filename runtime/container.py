@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from samsa.checkpoint.model import Checkpoint
+from samsa.checkpoint.model import AnyCheckpoint
+from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
 from samsa.runtime import metrics as m
 from samsa.runtime import validation
@@ -21,11 +23,11 @@ from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
+from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
-from samsa.stores.factory import store_specs
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -57,22 +59,23 @@ class Container:
         self._tasks: list[TaskInstance] = []
         self._checkpoints = checkpoint_manager(job)
         self._bad_messages: dict[tuple[str, str], m.Counter] = {}
+        self._state: ContainerState | None = None
+        self._checkpoint_producer: KafkaProducer | None = None
+        self._restore_stop = threading.Event()
 
     def stop(self) -> None:
         """Graceful stop: finish the message in hand, flush, commit, close (signal-handler safe)."""
         self._stop_requested = True
+        self._restore_stop.set()
         if self._loop is not None:
             self._loop.stop()
 
     # -- start ------------------------------------------------------------------------------------
-    def _build_tasks(self, checkpoints: dict[str, Checkpoint]) -> None:
+    def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
         task_class = validation.task_class(self.job)
         collector = OutputCollector(self.job, self._producers, self._serdes)
-        specs = store_specs(self.job.config)
         for tm in self.model.tasks:
-            storage = TaskStorage(
-                specs, self._serdes, self.job.non_logged_store_dir, self.job.job_key, tm.name
-            )
+            storage = storages[tm.name]
             context = TaskContextImpl(
                 tm.name, self.model.id, self.job.config, frozenset(tm.partitions), storage
             )
@@ -90,7 +93,7 @@ class Container:
             self._tasks.append(ti)
 
     def _start_offsets(
-        self, partitions: Sequence[SystemStreamPartition], checkpoint: Checkpoint | None
+        self, partitions: Sequence[SystemStreamPartition], checkpoint: AnyCheckpoint | None
     ) -> dict[SystemStreamPartition, int]:
         out = {}
         for ssp in partitions:
@@ -155,20 +158,18 @@ class Container:
         return lag
 
     # -- commit -----------------------------------------------------------------------------------
-    def commit(self, tasks: Sequence[TaskInstance]) -> None:
-        """At-least-once commit: offsets captured first, then outputs and stores flushed, then checkpoints."""
-        start = time.perf_counter_ns()
-        captured = [(ti, Checkpoint(dict(ti.offsets))) for ti in tasks]
-        for producer in self._producers.values():
-            producer.flush()
-        for ti in tasks:
-            ti.storage.flush()
-        for ti, checkpoint in captured:
-            self._checkpoints.write(ti.name, checkpoint)
-        self._checkpoints.flush()
-        elapsed = time.perf_counter_ns() - start
-        for ti in tasks:
-            ti.committed(elapsed)
+    def commit(self, tasks: Sequence[TaskInstance], wait: bool = False, requested: bool = False) -> None:
+        """Each task's commit: its input offsets captured first, then the blocking snapshot phase; the
+        upload and the checkpoint record follow off the loop (or before returning, with `wait`)."""
+        assert self._state is not None
+        captured = [(ti, dict(ti.offsets)) for ti in tasks]
+        for ti, offsets in captured:
+            start = time.perf_counter_ns()
+            manager = self._state.commit_managers[ti.name]
+            if manager.commit(offsets, wait=wait, requested=requested):
+                ti.committed(time.perf_counter_ns() - start)
+            else:
+                ti.commit_skipped()
 
     # -- bad input --------------------------------------------------------------------------------
     def on_bad_message(self, buf: PartitionBuffer, msg: RawMessage, part: str, error: Exception) -> None:
@@ -223,10 +224,20 @@ class Container:
         try:
             for system in kafka_systems:
                 self._producers[system] = KafkaProducer(client_config(self.job, system, "producer"))
-            self._checkpoints = checkpoint_manager(self.job, self._producers[checkpoint_system(self.job)])
+            # Checkpoint records go out from the commit threads on a producer of their own.
+            self._checkpoint_producer = KafkaProducer(
+                client_config(self.job, checkpoint_system(self.job), "producer")
+            )
+            write_versions, read_versions = checkpoint_versions(self.job.config)
+            self._checkpoints = checkpoint_manager(self.job, self._checkpoint_producer, read_versions)
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
-            self._build_tasks(self._checkpoints.read_last())
+            checkpoints = self._checkpoints.read_last()
+            self._state = ContainerState(
+                self.job, self.model, self._serdes, self._producers, self._checkpoints, write_versions
+            )
+            storages = self._state.start(checkpoints, self._restore_stop)
+            self._build_tasks(checkpoints, storages)
             sources = self._buffers()
             for consumer, routes in sources:
                 consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
@@ -235,6 +246,9 @@ class Container:
             self._container_metrics()
             for ti in self._tasks:
                 ti.init()
+            if self._state.has_durable_stores:
+                # Seal the restored state (and the changelog's undo records) before processing anything.
+                self.commit(self._tasks, wait=True)
             if self.job.prometheus_port is not None:
                 server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))
                 server.start()
@@ -260,7 +274,7 @@ class Container:
                 self._loop.stop()
             log.info("container %s running tasks %s", self.model.id, ", ".join(t.name for t in self._tasks))
             self._loop.run()
-            self.commit(self._tasks)
+            self.commit(self._tasks, wait=True)
             self._close_tasks()
             return self._loop.caught_up
         except BaseException:
@@ -276,7 +290,11 @@ class Container:
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
         closers += [c.close for c in self._consumers.values()]
+        if self._state is not None:
+            closers.append(self._state.close)
         closers += [partial(p.close, flush_s) for p in self._producers.values()]
+        if self._checkpoint_producer is not None:
+            closers.append(partial(self._checkpoint_producer.close, flush_s))
         first: Exception | None = None
         try:
             for close in closers:

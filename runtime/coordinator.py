@@ -7,6 +7,7 @@ from typing import Any
 
 from samsa.checkpoint.compacted_log import read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.exceptions import ConfigError
@@ -38,9 +39,15 @@ def checkpoint_system(job: JobConfig) -> str:
     return job.config.value("task.checkpoint.system") or job.inputs[0].system
 
 
-def checkpoint_manager(job: JobConfig, producer: KafkaProducer | None = None) -> KafkaCheckpointManager:
+def checkpoint_manager(
+    job: JobConfig, producer: KafkaProducer | None = None, read_versions: list[int] | None = None
+) -> KafkaCheckpointManager:
     system = checkpoint_system(job)
-    return KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, system), producer)
+    if read_versions is None:
+        read_versions = checkpoint_versions(job.config)[1]
+    return KafkaCheckpointManager(
+        checkpoint_topic(job.name, job.id), client_config(job, system), producer, read_versions=read_versions
+    )
 
 
 class JobCoordinator:
@@ -86,9 +93,9 @@ class JobCoordinator:
     def read_model(self) -> JobModel | None:
         """The published job model, or None when none was published yet."""
         records = read_latest(client_config(self.job, self._system), self._topic)
-        for key, value, _ in records:
-            if key == _MODEL_KEY and value is not None:
-                return JobModel.from_json(value)
+        for record in records:
+            if record.key == _MODEL_KEY and record.value is not None:
+                return JobModel.from_json(record.value)
         return None
 
     def publish(self, model: JobModel) -> None:
@@ -120,6 +127,9 @@ class JobCoordinator:
         self.check_client_settings()
         self.create_resources()
         model = build_job_model(self.partition_counts(), self.job.container_count)
+        from samsa.runtime.state import create_changelogs  # state builds on this module's client settings
+
+        create_changelogs(self.job, len(model.tasks))
         stored = self.read_model()
         if stored is None or stored.fingerprint != model.fingerprint:
             log.info("publishing job model %s to %s", model.fingerprint, self._topic)

@@ -90,7 +90,7 @@ class RunLoop:
         self,
         sources: Sequence[tuple[KafkaConsumer, dict[tuple[str, int], PartitionBuffer]]],
         tasks: Sequence[TaskInstance],
-        commit: Callable[[Sequence[TaskInstance]], None],
+        commit: Callable[..., None],
         on_bad_message: BadMessageHandler,
         batch_size: int = 1,
         end_offsets: dict[SystemStreamPartition, int] | None = None,
@@ -319,7 +319,9 @@ class RunLoop:
         c.requested = False
         if c.commit_scope is not None:
             scope, c.commit_scope = c.commit_scope, None
-            self._commit(self._tasks if scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti])
+            self._commit(
+                self._tasks if scope is RequestScope.ALL_TASKS_IN_CONTAINER else [ti], requested=True
+            )
             self._reschedule()
         if c.shutdown_scope is not None:
             scope, c.shutdown_scope = c.shutdown_scope, None

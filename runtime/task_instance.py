@@ -113,6 +113,9 @@ class TaskInstance:
         self.window_timer = registry.timer(m.WINDOW_SECONDS, "Time in StreamTask.window", labels)
         self.commit_timer = registry.timer(m.COMMIT_SECONDS, "Time to commit the task", labels)
         self.commits = registry.counter(m.COMMITS, "Commits of the task", labels)
+        self.commits_skipped = registry.counter(
+            m.COMMITS_SKIPPED, "Commits skipped while the previous one was still uploading", labels
+        )
         now = time.monotonic()
         self.commit_interval = commit_ms / 1000 if commit_ms > 0 else None
         self.window_interval = window_ms / 1000 if window_ms > 0 and has_window(task) else None
@@ -141,6 +144,12 @@ class TaskInstance:
             self.task.close()
         finally:
             self.storage.close()
+
+    def commit_skipped(self) -> None:
+        """The previous commit still uploads (within task.commit.max.delay.ms): try again next interval."""
+        self.commits_skipped.inc()
+        if self.commit_interval:
+            self.next_commit = time.monotonic() + self.commit_interval
 
     def committed(self, duration_ns: int) -> None:
         self.commit_timer.update_ns(duration_ns)

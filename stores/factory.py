@@ -26,7 +26,12 @@ DEFAULT_SERDE = "bytes"
 
 #: `stores.*` keys that configure all stores rather than one store named by their second segment.
 GLOBAL_STORE_KEYS = frozenset(
-    {"stores.backup.factories", "stores.restore.factories", "stores.adstore.manager.factory"}
+    {
+        "stores.backup.factories",
+        "stores.restore.factories",
+        "stores.restore.parallelism",
+        "stores.adstore.manager.factory",
+    }
 )
 
 

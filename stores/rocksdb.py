@@ -1,5 +1,6 @@
 """RocksDB key-value engine over bytes, on `rocksdict` in raw mode (the only module importing rocksdict)."""
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -7,17 +8,20 @@ from weakref import WeakSet
 
 from rocksdict import (
     BlockBasedOptions,
+    Cache,
     Checkpoint,
     DBCompactionStyle,
     DBCompressionType,
     Options,
     Rdict,
     WriteBatch,
+    WriteBufferManager,
+    WriteOptions,
 )
 
 from samsa.stores.api import KeyValueStore
 from samsa.stores.exceptions import StoreClosedError, StoreError
-from samsa.stores.rocksdb_options import RocksDbOptions
+from samsa.stores.rocksdb_options import RocksDbMemory, RocksDbOptions
 
 _COMPRESSION: dict[str, Callable[[], DBCompressionType]] = {
     "none": DBCompressionType.none,
@@ -35,24 +39,116 @@ _COMPACTION: dict[str, Callable[[], DBCompactionStyle]] = {
 }
 
 
+class RocksDbMemoryPool:
+    """The block caches and the memtable budget that the RocksDB stores of one container share.
+
+    Stores setting no `block_cache_size_bytes` share one LRU cache; a store that sets it gets one cache
+    per store name, shared by its task instances. One write buffer manager bounds the memtables of all
+    stores. `configure` resizes all of these in place, so stores already open follow. Thread-safe (stores
+    open from parallel restore threads).
+    """
+
+    def __init__(self, memory: RocksDbMemory | None = None) -> None:
+        self._memory = memory or RocksDbMemory()
+        self._lock = threading.Lock()
+        self._shared_cache: Cache | None = None
+        self._store_caches: dict[str, Cache] = {}
+        self._write_buffers: WriteBufferManager | None = None
+
+    @property
+    def memory(self) -> RocksDbMemory:
+        return self._memory
+
+    def configure(self, memory: RocksDbMemory) -> None:
+        """Apply the container's bounds; call before opening stores (later calls resize live caches)."""
+        with self._lock:
+            self._memory = memory
+            if self._shared_cache is not None:
+                self._shared_cache.set_capacity(memory.block_cache_size_bytes)
+            manager, total = self._write_buffers, memory.write_buffer_total_bytes
+            if manager is not None:
+                if (manager.get_buffer_size() > 0) == (total > 0):
+                    manager.set_buffer_size(total)
+                else:
+                    # Size 0 disables a manager, and RocksDB only counts memory while it is enabled:
+                    # switching a live one on or off would unbalance its count. Stores opened from now
+                    # on get a new manager; open ones keep the old setting until reopened.
+                    self._write_buffers = None
+
+    def usage(self) -> dict[str, int]:
+        """Bytes in use, for metrics: `block.cache` (shared), `block.cache.<store>`, `write.buffers`."""
+        with self._lock:
+            used = {f"block.cache.{name}": cache.get_usage() for name, cache in self._store_caches.items()}
+            used["block.cache"] = self._shared_cache.get_usage() if self._shared_cache else 0
+            used["write.buffers"] = self._write_buffers.get_usage() if self._write_buffers else 0
+            return used
+
+    def _block_cache(self, store: str, size: int | None) -> Cache:
+        """The cache a store named `store` reads through (`size` None: the shared one)."""
+        with self._lock:
+            if size is None:
+                if self._shared_cache is None:
+                    self._shared_cache = Cache(self._memory.block_cache_size_bytes)
+                return self._shared_cache
+            cache = self._store_caches.get(store)
+            if cache is None:
+                cache = self._store_caches[store] = Cache(size)
+            else:
+                cache.set_capacity(size)  # the task instances of a store share one config: a no-op
+            return cache
+
+    def _write_buffer_manager(self) -> WriteBufferManager:
+        with self._lock:
+            if self._write_buffers is None:
+                # allow_stall=False: reaching the budget triggers flushes, never blocks the task's writes.
+                self._write_buffers = WriteBufferManager(self._memory.write_buffer_total_bytes, False)
+            return self._write_buffers
+
+
+_CONTAINER_MEMORY = RocksDbMemoryPool()
+
+
+def container_memory() -> RocksDbMemoryPool:
+    """The process-wide pool every `RocksDbStore` uses unless given another; configure it at start."""
+    return _CONTAINER_MEMORY
+
+
 class RocksDbStore(KeyValueStore[bytes, bytes]):
     """A RocksDB database at `path` holding raw bytes keys and values.
 
     Writes go through the write-ahead log, so a crash loses nothing `put` returned for; `flush()` moves
     memtables into SST files. Iterators read a consistent snapshot taken when `range`/`all` is called.
     `checkpoint()` may run on another thread while this one writes (RocksDB allows it); everything else
-    expects the single task thread.
+    expects the single task thread. Block caches and memtable memory come from `memory` (default: the
+    container's pool, `container_memory()`).
     """
 
-    def __init__(self, path: Path, options: RocksDbOptions | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        options: RocksDbOptions | None = None,
+        *,
+        name: str | None = None,
+        memory: RocksDbMemoryPool | None = None,
+    ) -> None:
         self.path = path
         self.name = name or path.name
+        options = options or RocksDbOptions()
+        pool = memory or _CONTAINER_MEMORY
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            db = Rdict(str(path), _rocksdict_options(options or RocksDbOptions()))
+            db = Rdict(
+                str(path),
+                _rocksdict_options(
+                    options,
+                    pool._block_cache(self.name, options.block_cache_size_bytes),
+                    pool._write_buffer_manager(),
+                ),
+            )
         except Exception as e:  # rocksdict raises bare Exception for every RocksDB status
             raise StoreError(_open_failure(self.name, path, e)) from e
         self._db: Rdict | None = db
+        self._bulk_load = False
         # Live iterators pin the database open (the LOCK file stays held), so close() must end them.
         self._iterators: WeakSet[_RocksIterator] = WeakSet()
         # Bound once: get/put run per message, and an attribute lookup chain per call adds up.
@@ -107,9 +203,34 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         except Exception as e:
             raise StoreError(f"store {self.name!r} at {self.path}: flush failed: {e}") from e
 
-    def checkpoint(self, dest_dir: Path) -> Path:
-        """Write a consistent copy of the store into `dest_dir` (hard links to SSTs: cheap) and return it.
+    @property
+    def bulk_loading(self) -> bool:
+        return self._bulk_load
 
+    def begin_bulk_load(self) -> None:
+        """Make writes skip the write-ahead log, for a restore that rebuilds this store.
+
+        Until `end_bulk_load()` (or `close()`), a crash loses every write since the last flush: use it only
+        on a store whose restore starts over after a crash (it has no marker of its own to trust).
+        """
+        db = self._open_db()
+        db.set_write_options(_write_options(wal=False))
+        self._bulk_load = True
+
+    def end_bulk_load(self) -> None:
+        """Flush what the bulk load wrote (now durable) and send later writes through the log again."""
+        db = self._open_db()
+        if not self._bulk_load:
+            return
+        self.flush()
+        db.set_write_options(_write_options(wal=True))
+        self._bulk_load = False
+
+    def checkpoint(self, dest_dir: Path) -> Path:
+        """Write a consistent copy of the store into `dest_dir` and return it.
+
+        RocksDB flushes the memtable first (a no-op after `flush()`), then hard-links every SST and copies
+        only the small MANIFEST/CURRENT/OPTIONS files, so the cost does not grow with the store's size.
         `dest_dir` must not exist; it opens as a regular `RocksDbStore`.
         """
         db = self._open_db()
@@ -133,6 +254,9 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             iterator.invalidate()
         self._db = None
         self._get = self._put = self._delete = self._raise_closed
+        if self._bulk_load:
+            self._bulk_load = False
+            db.flush(True)  # writes outside the log survive only once in an SST
         db.close()
 
     def _open_db(self) -> Rdict:
@@ -199,7 +323,14 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
             self._store_closed = True
 
 
-def _rocksdict_options(options: RocksDbOptions) -> Options:
+def _write_options(*, wal: bool) -> WriteOptions:
+    write = WriteOptions()
+    # rocksdict's stub declares disable_wal a method; at run time it is a property.
+    setattr(write, "disable_wal", not wal)  # noqa: B010
+    return write
+
+
+def _rocksdict_options(options: RocksDbOptions, cache: Cache, write_buffers: WriteBufferManager) -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.set_compression_type(_COMPRESSION[options.compression]())
@@ -208,7 +339,13 @@ def _rocksdict_options(options: RocksDbOptions) -> Options:
     opts.set_max_write_buffer_number(options.num_write_buffers)
     opts.set_max_open_files(options.max_open_files)
     opts.set_max_background_jobs(options.max_background_jobs)
+    opts.set_write_buffer_manager(write_buffers)
     table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    # Index and filter blocks live in the cache so that it bounds them; L0's stay pinned because every
+    # lookup reads them, and evicting them would cost a disk read per get.
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     table.set_block_size(options.block_size_bytes)
     if options.bloom_filter_bits_per_key > 0:
         table.set_bloom_filter(options.bloom_filter_bits_per_key, False)  # full filter, not block-based

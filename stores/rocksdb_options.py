@@ -1,4 +1,4 @@
-"""RocksDB tuning read from `stores.<s>.rocksdb.*` config keys (parsed here; applied in `rocksdb.py`)."""
+"""RocksDB tuning from `stores.<s>.rocksdb.*` and `job.container.rocksdb.*` keys (applied in `rocksdb.py`)."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +28,10 @@ class RocksDbOptions:
     num_write_buffers: int = 2
     max_open_files: int = -1
     max_background_jobs: int = 2
+    # None: the store reads through the container's shared block cache (`RocksDbMemory`). Set, the store
+    # gets its own LRU cache of this size, shared by all of its task instances in the container, so
+    # memory stays bounded however many tasks a container runs.
+    block_cache_size_bytes: int | None = None
 
     @classmethod
     def from_config(cls, store: str, store_config: Mapping[str, str]) -> "RocksDbOptions":
@@ -48,8 +52,33 @@ class RocksDbOptions:
         return cls(**values)
 
 
+@dataclass(frozen=True, slots=True)
+class RocksDbMemory:
+    """Memory bounds shared by every RocksDB store of a container (`job.container.rocksdb.*` keys).
+
+    Block caches: stores that do not set their own size share one LRU cache of `block_cache_size_bytes`;
+    index and filter blocks are held in the cache too, so it bounds them as well (with max open files
+    unlimited they would otherwise grow with the data). Memtables: `write_buffer_total_bytes` bounds the
+    memtables of all stores together (RocksDB flushes the largest when the total is reached); 0 leaves
+    only each store's own `write.buffer.size.bytes` x `num.write.buffers` bound.
+    """
+
+    block_cache_size_bytes: int = 256 * _MIB
+    write_buffer_total_bytes: int = 256 * _MIB
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> "RocksDbMemory":
+        """Parse the `job.container.rocksdb.*` keys of a job config (other keys are ignored)."""
+        values: dict[str, Any] = {}
+        for key, option in CONTAINER_ROCKSDB_KEYS.items():
+            raw = config.get(key)
+            if raw is not None:
+                values[option.field] = option.parse(key, raw.strip())
+        return cls(**values)
+
+
 class RocksDbKey(NamedTuple):
-    """One `stores.<s>.rocksdb.*` key: the option field it sets, its parser and its documentation."""
+    """One RocksDB config key: the option field it sets, its parser and its documentation."""
 
     field: str
     parse: Callable[[str, str], object]
@@ -98,5 +127,28 @@ ROCKSDB_KEYS: dict[str, RocksDbKey] = {
     "rocksdb.max.open.files": RocksDbKey("max_open_files", _int(-1), "open SST file limit; -1 = no limit"),
     "rocksdb.max.background.jobs": RocksDbKey(
         "max_background_jobs", _int(1), "threads for flushes and compactions"
+    ),
+    "rocksdb.block.cache.size.bytes": RocksDbKey(
+        "block_cache_size_bytes",
+        _int(1),
+        "LRU block cache of this store, shared by its task instances in a container; "
+        "unset: the store uses the container's shared cache (job.container.rocksdb.block.cache.size.bytes)",
+    ),
+}
+
+#: Container-wide RocksDB memory keys (full names), for the config registry. They live outside `stores.`
+#: because the second segment of a `stores.` key names a store (`stores.rocksdb.*` would be store `rocksdb`).
+CONTAINER_ROCKSDB_KEYS: dict[str, RocksDbKey] = {
+    "job.container.rocksdb.block.cache.size.bytes": RocksDbKey(
+        "block_cache_size_bytes",
+        _int(1),
+        "LRU block cache shared by every RocksDB store of a container that sets no "
+        "stores.<s>.rocksdb.block.cache.size.bytes; holds data, index and filter blocks (default 256 MiB)",
+    ),
+    "job.container.rocksdb.write.buffer.total.bytes": RocksDbKey(
+        "write_buffer_total_bytes",
+        _int(0),
+        "bound on the memtables of all RocksDB stores of a container together; the largest is flushed "
+        "when it is reached; 0 = no container bound (default 256 MiB)",
     ),
 }

@@ -1,20 +1,41 @@
-"""Opens every store of a container's tasks in its directory, with the store's serdes."""
+"""A container's stores: restored through their backends at start (in parallel), then opened in layers.
+
+Layers per store, top down: the object cache, the serde layer, the changelog (logged stores), the engine.
+Stores that no backend keeps (non-durable) start empty at every start, as in Samza: their writes since the
+last commit were never checkpointed. Durable stores are never wiped merely because there is no checkpoint:
+their backend decides what to keep.
+"""
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.api import KeyValueStore
+from samsa.stores.backend import (
+    Markers,
+    RestoreProgress,
+    StateBackendFactory,
+    TaskRestoreManager,
+    TaskStoresContext,
+)
+from samsa.stores.backends import StoreBackends, store_backends
 from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import StoreSpec, open_engine
+from samsa.stores.logged import LoggedStore
+from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.serialized import SerializedStore
 
 log = logging.getLogger(__name__)
+
+Send = Callable[..., None]
 
 
 def task_dir_name(task_name: str) -> str:
@@ -22,38 +43,21 @@ def task_dir_name(task_name: str) -> str:
     return task_name.replace(" ", "_")
 
 
-class TaskStorage:
-    """The stores of one task: `<base>/<job>/<task>/<store>/`."""
+@dataclass(frozen=True)
+class TaskStoresModel:
+    """One task as the storage manager sees it."""
 
-    def __init__(
-        self,
-        specs: Mapping[str, StoreSpec],
-        serdes: SerdeRegistry,
-        base_dir: Path,
-        job_key: str,
-        task_name: str,
-    ) -> None:
-        self.task_name = task_name
-        self._engines: dict[str, KeyValueStore[bytes, bytes]] = {}
-        self.stores: dict[str, KeyValueStore[Any, Any]] = {}
-        task_dir = base_dir / job_key / task_dir_name(task_name)
-        for name, spec in specs.items():
-            path = task_dir / name
-            # A store without a backup cannot be trusted after a restart (its writes since the last commit
-            # were never checkpointed), so like Samza it starts empty.
-            if path.exists():
-                log.info("deleting non-logged store %s of %s at %s", name, task_name, path)
-                shutil.rmtree(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            engine = open_engine(spec, path)
-            self._engines[name] = engine
-            typed: KeyValueStore[Any, Any] = SerializedStore(
-                engine, serdes.get(spec.key_serde), serdes.get(spec.msg_serde)
-            )
-            cache_size, write_batch_size = cache_settings(name, spec.config)
-            if cache_size:
-                typed = CachedStore(typed, cache_size, write_batch_size)
-            self.stores[name] = typed
+    name: str
+    changelog_partition: int
+
+
+class TaskStorage:
+    """The open stores of one task, with what commits need (engines, dirs, backends)."""
+
+    def __init__(self, context: TaskStoresContext, stores: dict[str, KeyValueStore[Any, Any]]) -> None:
+        self.context = context
+        self.task_name = context.task_name
+        self.stores = stores
 
     def flush(self) -> None:
         for store in self.stores.values():
@@ -62,3 +66,148 @@ class TaskStorage:
     def close(self) -> None:
         for store in self.stores.values():
             store.close()
+
+
+class ContainerStorage:
+    """Restores and opens the stores of every task of a container."""
+
+    def __init__(
+        self,
+        job_key: str,
+        tasks: list[TaskStoresModel],
+        specs: Mapping[str, StoreSpec],
+        config: Mapping[str, str],
+        serdes: SerdeRegistry,
+        logged_dir: Path,
+        non_logged_dir: Path,
+        backends: Mapping[str, StateBackendFactory],
+        changelog_send: Send | None,
+        parallelism: int = 4,
+    ) -> None:
+        self.job_key = job_key
+        self.tasks = tasks
+        self.specs = dict(specs)
+        self.serdes = serdes
+        self.backends = dict(backends)
+        self.store_backends: dict[str, StoreBackends] = {
+            s: store_backends(config, spec) for s, spec in self.specs.items()
+        }
+        self._logged_dir = logged_dir
+        self._non_logged_dir = non_logged_dir
+        self._send = changelog_send
+        self._parallelism = parallelism
+        self.contexts = {t.name: self._context(t) for t in tasks}
+
+    def _context(self, task: TaskStoresModel) -> TaskStoresContext:
+        dirs = {}
+        for name in self.specs:
+            base = self._logged_dir if self.store_backends[name].durable else self._non_logged_dir
+            dirs[name] = base / self.job_key / task_dir_name(task.name) / name
+        return TaskStoresContext(
+            self.job_key,
+            task.name,
+            task.changelog_partition,
+            dirs,
+            {name: spec.config for name, spec in self.specs.items()},
+        )
+
+    # -- start --------------------------------------------------------------------------------------
+    def restore(
+        self,
+        markers: Mapping[str, Mapping[str, Markers] | None],
+        checkpoint_ids: Mapping[str, str | None],
+        stop: threading.Event,
+    ) -> None:
+        """Wipes non-durable stores, then restores every durable store of every task, in parallel.
+        `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
+        managers: list[TaskRestoreManager] = []
+        for task in self.tasks:
+            context = self.contexts[task.name]
+            self._open_in_memory_engines(context)
+            for name, backends in self.store_backends.items():
+                if not backends.durable:
+                    self._wipe(context.store_dirs[name], task.name, name)
+            by_backend: dict[str, list[str]] = {}
+            task_markers = markers.get(task.name)
+            for name, backends in self.store_backends.items():
+                backend = backends.restore_from(name, task_markers)
+                if backend is not None:
+                    by_backend.setdefault(backend, []).append(name)
+            for backend, stores in by_backend.items():
+                manager = self.backends[backend].restore_manager(self._subset(context, stores))
+                backend_markers = dict(task_markers.get(backend, {})) if task_markers else None
+                manager.init(backend_markers, checkpoint_ids.get(task.name))
+                managers.append(manager)
+        if not managers:
+            return
+        progress = [p for c in self.contexts.values() for p in c.progress.values()]
+        with RestoreReporter(progress), ThreadPoolExecutor(self._parallelism, "restore") as pool:
+            futures = [pool.submit(self._restore_one, manager, stop) for manager in managers]
+            for future in futures:
+                future.result()  # the first failure fails the start
+
+    @staticmethod
+    def _restore_one(manager: TaskRestoreManager, stop: threading.Event) -> None:
+        try:
+            manager.restore(stop)
+        finally:
+            manager.close()
+
+    def _subset(self, context: TaskStoresContext, stores: list[str]) -> TaskStoresContext:
+        sub = TaskStoresContext(
+            context.job_key,
+            context.task_name,
+            context.changelog_partition,
+            {s: context.store_dirs[s] for s in stores},
+            {s: context.store_configs[s] for s in stores},
+            context.progress,
+            context.engines,
+        )
+        for store in stores:
+            context.progress.setdefault(store, RestoreProgress(context.task_name, store))
+        return sub
+
+    def _open_in_memory_engines(self, context: TaskStoresContext) -> None:
+        # Restored in place: the restore managers write into the very engine the task will use.
+        for name, spec in self.specs.items():
+            if spec.factory != "rocksdb" and name not in context.engines:
+                context.engines[name] = open_engine(spec, context.store_dirs[name])
+
+    @staticmethod
+    def _wipe(path: Path, task: str, store: str) -> None:
+        if path.exists():
+            log.info("deleting store %s of %s at %s: no backend keeps it", store, task, path)
+            shutil.rmtree(path)
+
+    def open(self) -> dict[str, TaskStorage]:
+        """Opens every store for processing, layered; call after `restore`."""
+        out = {}
+        for task in self.tasks:
+            context = self.contexts[task.name]
+            stores: dict[str, KeyValueStore[Any, Any]] = {}
+            for name, spec in self.specs.items():
+                path = context.store_dirs[name]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                engine = context.engines.get(name) or open_engine(spec, path)
+                context.engines[name] = engine
+                stores[name] = self._layers(engine, spec, task.changelog_partition)
+            out[task.name] = TaskStorage(context, stores)
+        return out
+
+    def _layers(
+        self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int
+    ) -> KeyValueStore[Any, Any]:
+        below: KeyValueStore[bytes, bytes] = engine
+        if spec.changelog and CHANGELOG_BACKEND in self.store_backends[spec.name].backup:
+            assert self._send is not None, "a logged store needs the changelog producer"
+            below = LoggedStore(engine, self._send, spec.changelog.partition(".")[2], partition)
+        typed: KeyValueStore[Any, Any] = SerializedStore(
+            below, self.serdes.get(spec.key_serde), self.serdes.get(spec.msg_serde)
+        )
+        cache_size, write_batch_size = cache_settings(spec.name, spec.config)
+        if cache_size:
+            typed = CachedStore(typed, cache_size, write_batch_size)
+        return typed
+
+
+CHANGELOG_BACKEND = "changelog"

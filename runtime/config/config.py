@@ -17,12 +17,13 @@ from samsa.runtime.exceptions import ConfigError
 def default_registry() -> KeyRegistry:
     """The job-config registry, with the serde options the serde package documents."""
     from samsa.serde.registry import SERDE_CONFIG_KEYS
-    from samsa.stores.rocksdb_options import ROCKSDB_KEYS
+    from samsa.stores.rocksdb_options import CONTAINER_ROCKSDB_KEYS, ROCKSDB_KEYS
 
     known = {k.pattern for k in KEYS}
     extra = [Key(pattern, "str", doc) for pattern, doc in SERDE_CONFIG_KEYS.items() if pattern not in known]
     # The stores package parses and checks its RocksDB options; the registry documents them.
     extra += [Key(f"stores.<s>.{sub}", "str", option.doc) for sub, option in ROCKSDB_KEYS.items()]
+    extra += [Key(key, "str", option.doc) for key, option in CONTAINER_ROCKSDB_KEYS.items()]
     return build_registry(extra)
 
 

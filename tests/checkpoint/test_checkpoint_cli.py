@@ -88,7 +88,7 @@ def test_reset_after_rerun_reprocesses_from_the_start(
     [
         ("task.comit.ms=5", "task.commit.ms"),
         ("task.commit.ms=soon", "task.commit.ms"),
-        ("stores.s.changelog=kafka.x", "not supported yet"),
+        ("blobstore.s3.bucket=b", "not supported yet"),
         ("job.processing.guarantee=exactly-once", "exactly_once"),
         ("systems.kafka.consumer.fetch.bogus.bytes=1", "librdkafka rejects it"),
     ],
@@ -155,3 +155,42 @@ def test_an_override_mends_a_bad_value_in_the_file(job_config, topics, produce, 
         == 0
     )
     assert len(read_topic(out)) == 1
+
+
+def test_show_and_reset_follow_the_configured_checkpoint_versions(
+    job_config, topics, produce, tmp_path, capsys
+):
+    from samsa.checkpoint.checkpoint_id import CheckpointId
+    from samsa.checkpoint.model import Checkpoint, CheckpointV2
+    from samsa.kafka import KafkaProducer
+    from samsa.runtime.coordinator import JobCoordinator, checkpoint_manager
+
+    inp = topics(1)
+    produce(inp, [(None, str(i)) for i in range(6)])
+    config = job_config(f"kafka.{inp}", topics(1))
+    job = JobConfig(Config(config))
+    ssp = SystemStreamPartition("kafka", inp, 0)
+    markers = {"kafka-changelog": {"counts": "m"}}
+    cp_id = CheckpointId.create()
+    producer = KafkaProducer(client_config(job, "kafka", "producer"))
+    try:
+        JobCoordinator(job).create_resources()  # as a job's first start would
+        manager = checkpoint_manager(job, producer)
+        # V1 and V2 disagree, so the output shows which one was read.
+        manager.write_versions(
+            "Partition 0", [1, 2], Checkpoint({ssp: 2}), CheckpointV2(cp_id, {ssp: 5}, markers)
+        )
+        manager.flush()
+    finally:
+        producer.close()
+    job_file = _write(tmp_path, config)
+    assert main(["checkpoint", "show", str(job_file)]) == 0
+    assert f"kafka.{inp}#0  offset 5  high watermark 6  lag 1" in capsys.readouterr().out
+    assert main(["checkpoint", "show", str(job_file), "--config=task.checkpoint.read.versions=1"]) == 0
+    assert f"kafka.{inp}#0  offset 2  high watermark 6  lag 4" in capsys.readouterr().out
+
+    # Reset rewrites both records: whichever version the job reads resumes at the target, state kept.
+    assert main(["checkpoint", "reset", "--to", "latest", str(job_file)]) == 0
+    reader = checkpoint_manager(job)
+    assert reader.read_last([2, 1])["Partition 0"] == CheckpointV2(cp_id, {ssp: 6}, markers)
+    assert reader.read_last([1])["Partition 0"] == Checkpoint({ssp: 6})

@@ -137,7 +137,7 @@ def _loop(
         for ssp in ssps
     }
 
-    def commit(tasks: Any) -> None:
+    def commit(tasks: Any, requested: bool = False) -> None:
         log.append("commit:" + ",".join(f"{s.partition}={o}" for s, o in sorted(ti.offsets.items())))
         ti.committed(0)
 

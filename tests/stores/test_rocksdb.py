@@ -2,13 +2,14 @@
 
 import gc
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from samsa.stores.exceptions import StoreClosedError, StoreError
-from samsa.stores.rocksdb import RocksDbStore
-from samsa.stores.rocksdb_options import COMPACTION_STYLES, COMPRESSIONS, RocksDbOptions
+from samsa.stores.rocksdb import RocksDbMemoryPool, RocksDbStore, container_memory
+from samsa.stores.rocksdb_options import COMPACTION_STYLES, COMPRESSIONS, RocksDbMemory, RocksDbOptions
 
 
 def test_reopen_after_close_keeps_data(tmp_path: Path) -> None:
@@ -209,3 +210,179 @@ def test_repr_shows_state(tmp_path: Path) -> None:
     assert "open" in repr(store)
     store.close()
     assert "closed" in repr(store)
+
+
+# --- memory: block caches and the memtable budget, read back from what RocksDB logs of its options ---
+
+
+def _logged_options(db_dir: Path) -> str:
+    # RocksDB writes every option of an open into the `LOG` file (and most into OPTIONS-*): proof that a
+    # setting reached RocksDB, not just our wrapper.
+    return (db_dir / "LOG").read_text(errors="replace")
+
+
+def _logged(db_dir: Path, name: str) -> str:
+    """The value RocksDB logged for option `name` at the latest open (`Options.<name>: v` or `<name> : v`)."""
+    found = re.findall(rf"(?:Options\.|^\s*){re.escape(name)}\s*:\s*(\S+)", _logged_options(db_dir), re.M)
+    assert found, f"RocksDB did not log {name} in {db_dir / 'LOG'}"
+    return str(found[-1])
+
+
+def _options_file(db_dir: Path) -> str:
+    newest = max(db_dir.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    return newest.read_text()
+
+
+def test_per_store_options_reach_rocksdb(tmp_path: Path) -> None:
+    options = RocksDbOptions(write_buffer_size_bytes=3 * 1024 * 1024, num_write_buffers=3)
+    with RocksDbStore(tmp_path / "s", options, memory=RocksDbMemoryPool()):
+        written = _options_file(tmp_path / "s")
+    assert "write_buffer_size=3145728" in written
+    assert "max_write_buffer_number=3" in written
+    assert "cache_index_and_filter_blocks=true" in written
+    assert "pin_l0_filter_and_index_blocks_in_cache=true" in written
+
+
+def test_stores_without_own_cache_share_the_container_cache(tmp_path: Path) -> None:
+    pool = RocksDbMemoryPool(RocksDbMemory(block_cache_size_bytes=7_000_000))
+    with (
+        RocksDbStore(tmp_path / "a", name="a", memory=pool),
+        RocksDbStore(tmp_path / "b", name="b", memory=pool),
+    ):
+        a_cache, b_cache = _logged(tmp_path / "a", "block_cache"), _logged(tmp_path / "b", "block_cache")
+        assert a_cache == b_cache  # the same cache object: one bound for both stores
+        assert _logged(tmp_path / "a", "capacity") == "7000000"
+        assert _logged(tmp_path / "a", "write_buffer_manager") == _logged(
+            tmp_path / "b", "write_buffer_manager"
+        )
+
+
+def test_store_cache_is_shared_by_its_task_instances_only(tmp_path: Path) -> None:
+    pool = RocksDbMemoryPool(RocksDbMemory(block_cache_size_bytes=7_000_000))
+    own = RocksDbOptions(block_cache_size_bytes=5_000_000)
+    with (
+        RocksDbStore(tmp_path / "t0" / "counts", own, name="counts", memory=pool),
+        RocksDbStore(tmp_path / "t1" / "counts", own, name="counts", memory=pool),
+        RocksDbStore(tmp_path / "t0" / "other", name="other", memory=pool),
+    ):
+        t0, t1 = (
+            _logged(tmp_path / "t0" / "counts", "block_cache"),
+            _logged(tmp_path / "t1" / "counts", "block_cache"),
+        )
+        assert t0 == t1
+        assert t0 != _logged(tmp_path / "t0" / "other", "block_cache")
+        assert _logged(tmp_path / "t0" / "counts", "capacity") == "5000000"
+
+
+def test_reads_fill_the_cache_the_store_uses(tmp_path: Path) -> None:
+    pool = RocksDbMemoryPool()
+    with (
+        RocksDbStore(tmp_path / "shared", name="shared", memory=pool) as shared,
+        RocksDbStore(
+            tmp_path / "own", RocksDbOptions(block_cache_size_bytes=1 << 20), name="own", memory=pool
+        ) as own,
+    ):
+        for store in (shared, own):
+            store.put_all((b"k%05d" % i, b"v" * 100) for i in range(2000))
+            store.flush()
+        before = pool.usage()
+        shared.get(b"k00001")
+        after_shared = pool.usage()
+        own.get(b"k00001")
+        after_own = pool.usage()
+    assert after_shared["block.cache"] > before["block.cache"]
+    assert after_shared["block.cache.own"] == before["block.cache.own"]
+    assert after_own["block.cache.own"] > after_shared["block.cache.own"]
+
+
+def test_configure_resizes_live_caches(tmp_path: Path) -> None:
+    pool = RocksDbMemoryPool()
+    with RocksDbStore(tmp_path / "s", memory=pool) as store:
+        store.put_all((b"k%05d" % i, b"v" * 1000) for i in range(2000))
+        store.flush()
+        for i in range(2000):
+            store.get(b"k%05d" % i)
+        assert pool.usage()["block.cache"] > 1_000_000
+        pool.configure(RocksDbMemory(block_cache_size_bytes=64 * 1024))
+        assert pool.usage()["block.cache"] <= 200 * 1024  # evicted down to (about) the new capacity
+        assert store.get(b"k00001") == b"v" * 1000
+
+
+def test_write_buffer_budget_flushes_before_the_store_limit(tmp_path: Path) -> None:
+    # The store alone would hold 64 MiB in its memtable; the container budget of 1 MiB forces flushes.
+    pool = RocksDbMemoryPool(RocksDbMemory(write_buffer_total_bytes=1 << 20))
+    with RocksDbStore(tmp_path / "s", memory=pool) as store:
+        for batch in range(40):
+            store.put_all((b"k%03d%05d" % (batch, i), os.urandom(100)) for i in range(1000))
+        assert list((tmp_path / "s").glob("*.sst"))
+    unbounded = RocksDbMemoryPool(RocksDbMemory(write_buffer_total_bytes=0))
+    with RocksDbStore(tmp_path / "u", memory=unbounded) as store:
+        for batch in range(40):
+            store.put_all((b"k%03d%05d" % (batch, i), os.urandom(100)) for i in range(1000))
+        assert not list((tmp_path / "u").glob("*.sst"))
+
+
+def test_default_pool_is_process_wide(tmp_path: Path) -> None:
+    assert container_memory() is container_memory()
+    with RocksDbStore(tmp_path / "a") as a, RocksDbStore(tmp_path / "b") as b:
+        assert _logged(a.path, "block_cache") == _logged(b.path, "block_cache")
+
+
+# --- bulk load (restore) ---
+
+
+def _wal_bytes(db_dir: Path) -> int:
+    return sum(p.stat().st_size for p in db_dir.glob("*.log"))
+
+
+def test_bulk_load_skips_the_wal_and_end_makes_it_durable(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    store = RocksDbStore(path)
+    store.begin_bulk_load()
+    assert store.bulk_loading
+    store.put_all((b"k%05d" % i, b"v" * 100) for i in range(5000))
+    store.put(b"single", b"1")
+    assert _wal_bytes(path) == 0
+    store.end_bulk_load()
+    assert not store.bulk_loading
+    assert list(path.glob("*.sst"))
+    store.put(b"after", b"2")
+    assert _wal_bytes(path) > 0  # normal writes are logged again
+    store.close()
+    with RocksDbStore(path) as again:
+        assert again.get(b"k04999") == b"v" * 100
+        assert again.get(b"single") == b"1"
+        assert again.get(b"after") == b"2"
+
+
+def test_close_during_bulk_load_keeps_the_writes(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    store = RocksDbStore(path)
+    store.begin_bulk_load()
+    store.put_all((b"k%05d" % i, b"v") for i in range(100))
+    store.close()
+    with RocksDbStore(path) as again:
+        assert again.get(b"k00099") == b"v"
+        again.put(b"x", b"y")
+        assert _wal_bytes(path) > 0  # a reopen is a normal, logged store
+
+
+def test_end_bulk_load_without_begin_is_a_no_op(tmp_path: Path) -> None:
+    with RocksDbStore(tmp_path / "s") as store:
+        store.end_bulk_load()
+        store.put(b"a", b"1")
+        assert _wal_bytes(tmp_path / "s") > 0
+
+
+def test_switching_the_write_buffer_budget_on_later_applies_to_new_stores(tmp_path: Path) -> None:
+    pool = RocksDbMemoryPool(RocksDbMemory(write_buffer_total_bytes=0))
+    with RocksDbStore(tmp_path / "before", memory=pool):
+        pool.configure(RocksDbMemory(write_buffer_total_bytes=1 << 20))
+        with RocksDbStore(tmp_path / "after", memory=pool) as after:
+            for batch in range(40):
+                after.put_all((b"k%03d%05d" % (batch, i), os.urandom(100)) for i in range(1000))
+            assert list((tmp_path / "after").glob("*.sst"))
+            assert pool.usage()["write.buffers"] < 4 << 20  # soft bound: about the budget, not 64 MiB
+        assert _logged(tmp_path / "before", "write_buffer_manager") != _logged(
+            tmp_path / "after", "write_buffer_manager"
+        )

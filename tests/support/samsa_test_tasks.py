@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +46,27 @@ class EchoTask(StreamTask):
 
 
 class CountTask(StreamTask):
-    """Word count keyed by the input key, with the running count sent to `test.output`."""
+    """Word count keyed by the input key, with the running count sent to `test.output`; optionally slow
+    (`test.sleep.us` per message) and killed once at a value (`test.kill.at.value`, `test.kill.marker`)."""
 
     def init(self, context: TaskContext) -> None:
+        config = context.config
         self.store: Any = context.store("counts")
-        self.output = context.config["test.output"]
+        self.output = config["test.output"]
+        self.sleep_s = int(config.get("test.sleep.us", "0")) / 1e6
+        self.kill_at = config.get("test.kill.at.value")
+        self.kill_marker = Path(config.get("test.kill.marker", "/nonexistent/marker"))
+        self.seen = 0
 
     def process(
         self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> None:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        self.seen += 1
+        if self.kill_at is not None and self.seen == int(self.kill_at) and not self.kill_marker.exists():
+            self.kill_marker.write_text("killed")
+            os.kill(os.getpid(), signal.SIGKILL)
         count = (self.store.get(envelope.key) or 0) + 1
         self.store.put(envelope.key, count)
         collector.send(OutgoingMessage("kafka", self.output, key=envelope.key, value=count))

@@ -1,0 +1,218 @@
+"""One task's commit lifecycle: a short blocking snapshot, then upload, checkpoint and cleanup off the loop.
+
+Sync phase (the run loop waits): the caller has captured the input offsets; flush the outputs, flush the
+stores, take a local RocksDB checkpoint of every durable persistent store, and ask each backend for its
+snapshot markers. Async phase (on the commit pool, overlapping processing): backend uploads, marker files
+in the checkpoint dirs, the checkpoint record(s), then cleanup. One commit per task is in flight at a time,
+counting both phases; a commit falling due while the previous one still uploads is skipped for up to
+`task.commit.max.delay.ms`, then blocks the task for up to `task.commit.timeout.ms`, then fails. An async
+failure fails the next commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samsa.checkpoint.checkpoint_id import CheckpointId
+from samsa.checkpoint.exceptions import CheckpointError
+from samsa.checkpoint.faults import crash_point
+from samsa.stores.backend import Markers, TaskBackupManager
+from samsa.stores.checkpoint_dirs import (
+    checkpoint_dir,
+    create_checkpoint,
+    delete_checkpoint_dirs,
+    write_marker,
+)
+from samsa.streams import SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+
+class CommitFailedError(CheckpointError):
+    """The previous commit's upload, checkpoint write or cleanup failed, or a commit timed out."""
+
+
+@dataclass
+class DurableStore:
+    """A store whose state a backend keeps: its engine, its live directory, and its backends."""
+
+    engine: Any
+    store_dir: Path
+    backends: tuple[str, ...]
+    persistent: bool  # on disk (RocksDB): gets a local checkpoint dir at each commit
+
+
+@dataclass
+class CommitResult:
+    """What one commit wrote: the id, input offsets and state markers (by backend, then store)."""
+
+    checkpoint_id: CheckpointId
+    offsets: dict[SystemStreamPartition, int]
+    markers: dict[str, Markers] = field(default_factory=dict)
+
+
+CheckpointWriter = Callable[[CommitResult], None]
+
+
+class TaskCommitManager:
+    """Runs one task's commits; `commit()` is called from the run loop thread only."""
+
+    def __init__(
+        self,
+        task_name: str,
+        flush_outputs: Callable[[], None],
+        flush_stores: Callable[[], None],
+        durable_stores: Mapping[str, DurableStore],
+        backup_managers: Mapping[str, TaskBackupManager],
+        write_checkpoint: CheckpointWriter,
+        executor: Executor,
+        max_delay_ms: int,
+        timeout_ms: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.task_name = task_name
+        self._flush_outputs = flush_outputs
+        self._flush_stores = flush_stores
+        self._stores = dict(durable_stores)
+        self._backups = dict(backup_managers)
+        self._write_checkpoint = write_checkpoint
+        self._executor = executor
+        self._max_delay_s = max_delay_ms / 1000
+        self._timeout_s = timeout_ms / 1000
+        self._clock = clock
+        self._permit = threading.Semaphore(1)  # one commit in flight, both phases
+        self._failure: BaseException | None = None
+        self._last_start = float("-inf")
+        self._in_flight: Future[None] | None = None
+        self.skipped = 0
+        self.last_committed: CommitResult | None = None
+
+    # -- the commit ---------------------------------------------------------------------------------
+    def commit(
+        self, offsets: dict[SystemStreamPartition, int], wait: bool = False, requested: bool = False
+    ) -> bool:
+        """Commits `offsets` (captured by the caller before anything was flushed). A timer's commit is
+        skipped (False) while the previous one uploads, within the max delay; a commit the task asked for
+        (`requested`) waits for it instead. `wait` returns only once this commit is durable."""
+        self._raise_failure()
+        if not self._permit.acquire(blocking=False):
+            if not (wait or requested) and self._clock() - self._last_start < self._max_delay_s:
+                self.skipped += 1
+                return False
+            if not requested:
+                log.warning("task %s: previous commit still running; processing waits for it", self.task_name)
+            if not self._permit.acquire(timeout=self._timeout_s):
+                limit = int(self._timeout_s * 1000)
+                raise CommitFailedError(
+                    f"task {self.task_name}: the previous commit did not end within task.commit.timeout.ms="
+                    f"{limit}; check the backends (broker, blob store), or raise the timeout"
+                )
+            self._raise_failure(release=True)
+        try:
+            self._last_start = self._clock()
+            result = self._snapshot(offsets)
+        except BaseException:
+            self._permit.release()
+            raise
+        future = self._submit(result)
+        if wait:
+            future.result()
+            self._raise_failure()
+        return True
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Blocks until the commit in flight (if any) has ended; raises its failure."""
+        if self._in_flight is not None:
+            with contextlib.suppress(Exception):  # the async phase records its failure in _failure
+                self._in_flight.result(timeout=timeout_s)
+        self._raise_failure()
+
+    def _snapshot(self, offsets: dict[SystemStreamPartition, int]) -> CommitResult:
+        checkpoint_id = CheckpointId.create()
+        self._flush_outputs()
+        self._flush_stores()
+        # Flushing the store caches wrote their dirty entries to the changelogs: those records must be
+        # durable before a backend reads the changelog's end as this commit's marker.
+        self._flush_outputs()
+        for store in self._stores.values():
+            if store.persistent:
+                create_checkpoint(store.engine, store.store_dir, str(checkpoint_id))
+        markers = {
+            backend: manager.snapshot(str(checkpoint_id)) for backend, manager in self._backups.items()
+        }
+        crash_point("after-snapshot")
+        return CommitResult(checkpoint_id, dict(offsets), markers)
+
+    def _submit(self, snapshot: CommitResult) -> Future[None]:
+        try:
+            future = self._executor.submit(self._upload_and_checkpoint, snapshot)
+        except BaseException:
+            self._permit.release()
+            raise
+        self._in_flight = future
+        return future
+
+    def _upload_and_checkpoint(self, snapshot: CommitResult) -> None:
+        """The async phase; always releases the permit, and records a failure for the next commit."""
+        try:
+            checkpoint_id = str(snapshot.checkpoint_id)
+            uploads = {
+                backend: manager.upload(checkpoint_id, snapshot.markers.get(backend, {}))
+                for backend, manager in self._backups.items()
+            }
+            uploaded = CommitResult(
+                snapshot.checkpoint_id, snapshot.offsets, {b: f.result() for b, f in uploads.items()}
+            )
+            self._write_store_markers(uploaded)
+            crash_point("after-upload")
+            self._write_checkpoint(uploaded)
+            self.last_committed = uploaded
+            crash_point("after-checkpoint")
+            cleanups = [
+                manager.cleanup(checkpoint_id, uploaded.markers.get(backend, {}))
+                for backend, manager in self._backups.items()
+            ]
+            for cleanup in cleanups:
+                cleanup.result()
+            for store in self._stores.values():
+                if store.persistent:
+                    delete_checkpoint_dirs(store.store_dir, keep=[checkpoint_id])
+        except BaseException as e:
+            log.error("task %s: commit failed in its async phase: %r", self.task_name, e)
+            self._failure = e
+        finally:
+            self._permit.release()
+
+    def _write_store_markers(self, result: CommitResult) -> None:
+        # A local checkpoint dir is reusable at restore only with the markers it corresponds to.
+        for name, store in self._stores.items():
+            if not store.persistent:
+                continue
+            markers = {
+                b: result.markers[b][name] for b in store.backends if name in result.markers.get(b, {})
+            }
+            write_marker(
+                checkpoint_dir(store.store_dir, str(result.checkpoint_id)), str(result.checkpoint_id), markers
+            )
+
+    def _raise_failure(self, release: bool = False) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            if release:
+                self._permit.release()
+            raise CommitFailedError(
+                f"task {self.task_name}: the previous commit failed: {failure!r}; "
+                f"its offsets were not checkpointed, so its messages will be processed again"
+            ) from failure
+
+    def close(self) -> None:
+        for manager in self._backups.values():
+            manager.close()

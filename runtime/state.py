@@ -1,0 +1,222 @@
+"""A container's durable state: stores restored through their backends, and each task's commit manager."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
+from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
+from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.runtime.config.job import JobConfig, parse_stream
+from samsa.runtime.coordinator import client_config
+from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.job_model import ContainerModel, TaskModel
+from samsa.serde.registry import SerdeRegistry
+from samsa.stores.backend import Markers, StateBackendFactory
+from samsa.stores.backends import CHANGELOG
+from samsa.stores.changelog.admin import ChangelogAdmin
+from samsa.stores.changelog.factory import ChangelogBackendFactory
+from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.stores.factory import StoreSpec, store_specs
+from samsa.stores.rocksdb import container_memory
+from samsa.stores.rocksdb_options import RocksDbMemory
+from samsa.stores.storage_manager import ContainerStorage, TaskStorage, TaskStoresModel
+from samsa.streams import SystemStream, SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+
+def changelog_partition(task: TaskModel) -> int:
+    """GroupByPartition: a task's changelog partition is its partition number."""
+    return int(task.name.rsplit(" ", 1)[-1])
+
+
+def changelogs(job: JobConfig, specs: Mapping[str, StoreSpec]) -> dict[str, SystemStream]:
+    """Store -> changelog stream, for the stores that have one."""
+    return {
+        s: parse_stream(spec.changelog, f"stores.{s}.changelog")
+        for s, spec in specs.items()
+        if spec.changelog
+    }
+
+
+def changelog_system(job: JobConfig, logs: Mapping[str, SystemStream]) -> str | None:
+    """The one system every changelog is on (one producer sends changelog writes and restore trims)."""
+    systems = {stream.system for stream in logs.values()}
+    if len(systems) > 1:
+        raise ConfigError(
+            f"stores.<s>.changelog: all changelogs must be on one system, found {sorted(systems)}"
+        )
+    for stream in logs.values():
+        if stream.system not in job.systems or job.systems[stream.system].factory != "kafka":
+            raise ConfigError(f"stores.<s>.changelog={stream}: define Kafka system {stream.system!r}")
+    return next(iter(systems), None)
+
+
+def create_changelogs(job: JobConfig, task_count: int) -> None:
+    """Creates (or checks) every changelog topic: compacted, one partition per task."""
+    specs = store_specs(job.config)
+    logs = changelogs(job, specs)
+    if not logs:
+        return
+    admins: dict[str, KafkaAdmin] = {}
+
+    def admin_for(system: str) -> KafkaAdmin:
+        return admins.setdefault(system, KafkaAdmin(client_config(job, system)))
+
+    try:
+        ChangelogAdmin({s: specs[s].config for s in logs}, logs, task_count, admin_for).create_resources()
+    finally:
+        for admin in admins.values():
+            admin.close()
+
+
+def _checkpoint_id(checkpoint: AnyCheckpoint | None) -> str | None:
+    """The id of the commit a checkpoint records (V1 carries it in its changelog entries)."""
+    if isinstance(checkpoint, CheckpointV2):
+        return str(checkpoint.checkpoint_id)
+    if checkpoint is not None and checkpoint.changelog_offsets:
+        return next(iter(checkpoint.changelog_offsets.values()))[0]
+    return None
+
+
+class ContainerState:
+    """Opens and restores a container's stores and runs each task's commits."""
+
+    def __init__(
+        self,
+        job: JobConfig,
+        model: ContainerModel,
+        serdes: SerdeRegistry,
+        producers: Mapping[str, KafkaProducer],
+        checkpoints: KafkaCheckpointManager,
+        write_versions: list[int],
+    ) -> None:
+        self.job = job
+        self._checkpoints = checkpoints
+        self._write_versions = write_versions
+        self._producers = producers
+        container_memory().configure(RocksDbMemory.from_config(job.config))
+        self.specs = store_specs(job.config)
+        self.changelogs = changelogs(job, self.specs)
+        system = changelog_system(job, self.changelogs)
+        backends: dict[str, StateBackendFactory] = {}
+        if system is not None:
+            self._changelog_factory: ChangelogBackendFactory | None = ChangelogBackendFactory(
+                producers[system], lambda s: client_config(job, s), self.changelogs
+            )
+            backends[CHANGELOG] = self._changelog_factory
+        else:
+            self._changelog_factory = None
+        tasks = [TaskStoresModel(t.name, changelog_partition(t)) for t in model.tasks]
+        self.storage = ContainerStorage(
+            job.job_key,
+            tasks,
+            self.specs,
+            job.config,
+            serdes,
+            job.logged_store_dir,
+            job.non_logged_store_dir,
+            backends,
+            producers[system].send if system is not None else None,
+            job.config.value("stores.restore.parallelism"),
+        )
+        self._pool = ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
+        self.commit_managers: dict[str, TaskCommitManager] = {}
+
+    def start(
+        self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event
+    ) -> dict[str, TaskStorage]:
+        """Restores every durable store to its checkpoint, then opens all stores for processing."""
+        markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
+        ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
+        self.storage.restore(markers, ids, stop)
+        opened = self.storage.open()
+        for name, storage in opened.items():
+            self.commit_managers[name] = self._commit_manager(storage, checkpoints.get(name))
+        return opened
+
+    def _restore_markers(self, checkpoint: AnyCheckpoint | None) -> dict[str, Markers] | None:
+        if checkpoint is None:
+            return None
+        if isinstance(checkpoint, CheckpointV2):
+            return {backend: dict(stores) for backend, stores in checkpoint.state_markers.items()}
+        # V1: changelog positions by partition; give each store the one of its own changelog.
+        by_stream = {
+            (ssp.system, ssp.stream): ChangelogMarker(ssp, offset).encode()
+            for ssp, (_, offset) in checkpoint.changelog_offsets.items()
+        }
+        found = {
+            s: by_stream[(c.system, c.stream)]
+            for s, c in self.changelogs.items()
+            if (c.system, c.stream) in by_stream
+        }
+        return {CHANGELOG: found}
+
+    def _commit_manager(self, storage: TaskStorage, checkpoint: AnyCheckpoint | None) -> TaskCommitManager:
+        context = storage.context
+        durable = {
+            name: DurableStore(
+                context.engines[name],
+                context.store_dirs[name],
+                self.storage.store_backends[name].backup,
+                self.specs[name].factory == "rocksdb",
+            )
+            for name in self.specs
+            if self.storage.store_backends[name].durable
+        }
+        backups = {}
+        restore_markers = self._restore_markers(checkpoint)
+        used = {b for name in durable for b in self.storage.store_backends[name].backup}
+        for backend in sorted(used):
+            manager = self.storage.backends[backend].backup_manager(context)
+            manager.init(restore_markers.get(backend) if restore_markers else None)
+            backups[backend] = manager
+        return TaskCommitManager(
+            context.task_name,
+            flush_outputs=self._flush_producers,
+            flush_stores=storage.flush,
+            durable_stores=durable,
+            backup_managers=backups,
+            write_checkpoint=self._writer(context.task_name),
+            executor=self._pool,
+            max_delay_ms=self.job.config.value("task.commit.max.delay.ms"),
+            timeout_ms=self.job.config.value("task.commit.timeout.ms"),
+        )
+
+    def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
+        def write(result: CommitResult) -> None:
+            v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result))
+            v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers)
+            self._checkpoints.write_versions(task_name, self._write_versions, v1, v2)
+            self._checkpoints.flush()
+
+        return write
+
+    def _v1_changelog_offsets(
+        self, result: CommitResult
+    ) -> dict[SystemStreamPartition, tuple[str, int | None]]:
+        out = {}
+        for store, marker in result.markers.get(CHANGELOG, {}).items():
+            decoded = ChangelogMarker.decode(marker, store)
+            out[decoded.changelog] = (str(result.checkpoint_id), decoded.offset)
+        return out
+
+    def _flush_producers(self) -> None:
+        for producer in self._producers.values():
+            producer.flush()
+
+    @property
+    def has_durable_stores(self) -> bool:
+        return any(b.durable for b in self.storage.store_backends.values())
+
+    def close(self) -> None:
+        for manager in self.commit_managers.values():
+            manager.close()
+        self._pool.shutdown(wait=True)
+        if self._changelog_factory is not None:
+            self._changelog_factory.close()

@@ -1,0 +1,110 @@
+"""State backend interfaces: how a task's stores are backed up at commit and restored at start.
+
+A backend (the Kafka changelog now, the blob store next) gives each task a backup manager and a restore
+manager, and the job an admin. Checkpoint ids and state checkpoint markers cross this boundary as strings:
+an id is `<epoch millis>-<nanos mod 10^6>`, a marker is whatever the backend needs to find the state of one
+store at one commit (a changelog offset, a snapshot index id). The commit lifecycle (`samsa.checkpoint`)
+stores the markers in Checkpoint V2, per backend and store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+Markers = dict[str, str]
+"""Store name -> state checkpoint marker, for the stores one backend manages."""
+
+
+class TaskBackupManager(Protocol):
+    """Backs a task's stores up: `snapshot` inside the blocking commit phase, `upload` and `cleanup` after."""
+
+    def init(self, markers: Markers | None) -> None:
+        """Called once at start with the markers of the last checkpoint (None without one)."""
+
+    def snapshot(self, checkpoint_id: str) -> Markers:
+        """Blocking phase, right after stores and producers are flushed: must be fast."""
+        ...
+
+    def upload(self, checkpoint_id: str, markers: Markers) -> Future[Markers]:
+        """Overlaps processing: make the snapshot durable; the result goes into the checkpoint."""
+        ...
+
+    def cleanup(self, checkpoint_id: str, markers: Markers) -> Future[None]:
+        """After the checkpoint record is durable: drop what older checkpoints needed. Idempotent."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TaskRestoreManager(Protocol):
+    """Brings a task's stores back to the state its checkpoint names, before the task processes anything."""
+
+    def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
+        """Decides, per store, what to reuse, delete and replay (None: no checkpoint for this backend).
+
+        `checkpoint_id` is the id of the checkpoint the markers come from (its age matters: the changelog
+        backend does not undo writes once compaction may have run); None without a checkpoint.
+        """
+
+    def restore(self, stop: threading.Event) -> None:
+        """Does the work; returns early (raising `RestoreInterrupted`) once `stop` is set."""
+
+    def close(self) -> None: ...
+
+
+class StateBackendAdmin(Protocol):
+    """Job-level resources of a backend (changelog topics, buckets)."""
+
+    def create_resources(self) -> None: ...
+
+    def validate_resources(self) -> None: ...
+
+
+@dataclass
+class RestoreProgress:
+    """What a restore has done so far for one store; read by the progress reporter from another thread."""
+
+    task: str
+    store: str
+    records: int = 0
+    bytes: int = 0
+    total_records: int | None = None  # None while unknown
+    done: bool = False
+
+
+@dataclass
+class TaskStoresContext:
+    """What a backend needs to know of one task's stores."""
+
+    job_key: str
+    task_name: str
+    #: The task's changelog partition (GroupByPartition: the task's partition number).
+    changelog_partition: int
+    #: Store name -> directory of the live store.
+    store_dirs: dict[str, Path]
+    #: Store name -> its `stores.<s>.*` keys with the prefix removed.
+    store_configs: dict[str, Mapping[str, str]]
+    #: Store name -> progress of its restore, filled in by restore managers.
+    progress: dict[str, RestoreProgress] = field(default_factory=dict)
+    #: Opened engines, by store name, once the storage manager has opened them (backup managers need them).
+    engines: dict[str, Any] = field(default_factory=dict)
+
+
+class StateBackendFactory(Protocol):
+    """Builds a backend's managers; registered by name (`changelog`, `blobstore`)."""
+
+    name: str
+
+    def backup_manager(self, task: TaskStoresContext) -> TaskBackupManager: ...
+
+    def restore_manager(self, task: TaskStoresContext) -> TaskRestoreManager: ...
+
+    def admin(self, stores: Mapping[str, Mapping[str, str]], task_count: int) -> StateBackendAdmin: ...
+
+    def close(self) -> None:
+        """Releases what the factory shares between its managers (clients); after every manager closed."""

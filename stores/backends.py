@@ -1,0 +1,76 @@
+"""Which state backends back up and restore each store (Samza's precedence rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from samsa.stores.backend import Markers
+from samsa.stores.exceptions import StoreConfigError
+from samsa.stores.factory import StoreSpec
+
+CHANGELOG = "changelog"
+BLOBSTORE = "blobstore"
+# Samza job files name the factory classes.
+_ALIASES = {
+    "org.apache.samza.storage.KafkaChangelogStateBackendFactory": CHANGELOG,
+    "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory": BLOBSTORE,
+}
+_NOT_YET = {BLOBSTORE: "blob-store backup arrives with the blob-store backend"}
+
+
+@dataclass(frozen=True)
+class StoreBackends:
+    """A store's backup factories, and its restore factories in priority order (a subset of them)."""
+
+    backup: tuple[str, ...]
+    restore: tuple[str, ...]
+
+    @property
+    def durable(self) -> bool:
+        return bool(self.backup)
+
+    def restore_from(self, store: str, markers: Mapping[str, Markers] | None) -> str | None:
+        """The first restore factory with a marker for `store` in the checkpoint, else the first one."""
+        for backend in self.restore:
+            if markers and store in markers.get(backend, {}):
+                return backend
+        return self.restore[0] if self.restore else None
+
+
+def _factories(config: Mapping[str, str], keys: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+    for key in keys:
+        if key in config:  # present, even empty, wins (Samza)
+            names = tuple(_ALIASES.get(n.strip(), n.strip()) for n in config[key].split(",") if n.strip())
+            for name in names:
+                if name in _NOT_YET:
+                    raise StoreConfigError(key, f"{name} is not supported yet ({_NOT_YET[name]})")
+                if name != CHANGELOG:
+                    raise StoreConfigError(key, f"unknown state backend {name!r}; use {CHANGELOG}")
+            return key, names
+    return None
+
+
+def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
+    """Backup: `stores.<s>.backup.factories`, else the job's, else `changelog` when the store has one."""
+    s = spec.name
+    found = _factories(
+        config, (f"stores.{s}.backup.factories", "stores.backup.factories", "task.backup.factories")
+    )
+    backup_key, backup = found if found else ("", (CHANGELOG,) if spec.changelog else ())
+    restored = _factories(
+        config, (f"stores.{s}.restore.factories", "stores.restore.factories", "task.restore.factories")
+    )
+    restore_key, restore = restored if restored else ("", backup)
+    if CHANGELOG in backup and not spec.changelog:
+        raise StoreConfigError(
+            f"stores.{s}.changelog", f"is required: {backup_key} backs store {s!r} up to it"
+        )
+    extra = [name for name in restore if name not in backup]
+    if extra:
+        target = backup_key or f"stores.{s}.backup.factories"
+        raise StoreConfigError(
+            restore_key,
+            f"{', '.join(extra)} restores store {s!r} but does not back it up; add it to {target}",
+        )
+    return StoreBackends(backup, restore)

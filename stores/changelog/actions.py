@@ -1,0 +1,184 @@
+"""What a transactional restore does for one store, decided from the checkpoint, the changelog and the disk.
+
+A pure function of its inputs (no Kafka, no disk), so every row of the decision table is a unit test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.stores.changelog.exceptions import ChangelogMarkerError
+from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.streams import SystemStreamPartition
+
+# Samza's margin: trimming is skipped once the checkpoint is this close to the changelog's compaction lag.
+COMPACTION_LAG_MARGIN = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class LocalDir:
+    """A local checkpoint dir of the store (`<store dir>-<checkpoint id>`) and what its marker file says."""
+
+    path: Path
+    #: This backend's marker for the store in the dir's marker file; None when the file is missing,
+    #: unreadable or has no changelog marker.
+    marker: str | None = None
+    #: When the marker file was written (epoch ms); None when unknown.
+    written_at_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreInputs:
+    """Everything the decision needs for one store, read once at init."""
+
+    store: str
+    changelog: SystemStreamPartition
+    #: On disk (RocksDB): has a live dir and may have local checkpoint dirs. In-memory stores have neither.
+    persistent: bool
+    #: The checkpoint's marker for the store; None when there is no checkpoint (or no marker for it).
+    checkpointed: ChangelogMarker | None
+    #: Epoch ms of the checkpoint (from its id); None when unknown.
+    checkpoint_ms: int | None
+    #: The changelog partition's watermarks at init: records are at [low, high - 1].
+    low: int
+    high: int
+    local_dirs: Sequence[LocalDir] = ()
+    now_ms: float = 0
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 14_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class StoreActions:
+    """The plan: delete the live dir and `delete`, copy `reuse` into the live dir, then read the changelog
+    from `start` to `end` (inclusive; `end` is the newest offset at init), putting records up to `restore_to`
+    into the store and undoing (trimming) those after it. Nothing is read when `end < start`.
+    """
+
+    delete: tuple[Path, ...]
+    reuse: Path | None
+    start: int
+    restore_to: int
+    end: int
+    #: Why, for the log; one line per decision taken.
+    notes: tuple[str, ...] = ()
+    #: True when the store cannot be brought back exactly to the checkpoint (logged as a warning).
+    degraded: bool = False
+
+    @property
+    def records_to_read(self) -> int:
+        """Offsets in the read range (an upper bound: compaction leaves gaps)."""
+        return max(0, self.end - self.start + 1)
+
+    @property
+    def trims(self) -> bool:
+        return self.end > self.restore_to and self.end >= self.start
+
+
+def store_actions(i: RestoreInputs) -> StoreActions:
+    """Samza's transactional restore decisions (§2.6 of the notes), for one store."""
+    newest = i.high - 1  # below `low` when the partition is empty
+    dirs = tuple(d.path for d in i.local_dirs)
+    full = f"changelog {i.changelog} offsets [{i.low}, {newest}]"
+    checkpointed = i.checkpointed
+    if checkpointed is not None and checkpointed.changelog != i.changelog:
+        return StoreActions(
+            dirs,
+            None,
+            i.low,
+            newest,
+            newest,
+            (
+                f"the checkpoint's changelog is {checkpointed.changelog}, not {i.changelog} (changed in the "
+                f"config?): restoring all of {full}, nothing undone",
+            ),
+            degraded=True,
+        )
+    if checkpointed is None:
+        # Samza's retain.existing.state: a first start, or a store new to the checkpoint, keeps what the
+        # changelog holds instead of trimming it all away.
+        return StoreActions(dirs, None, i.low, newest, newest, (f"no checkpoint: restoring all of {full}",))
+    c = checkpointed.offset
+    if c is not None and not i.low - 1 <= c <= newest:
+        return StoreActions(
+            dirs,
+            None,
+            i.low,
+            newest,
+            newest,
+            (
+                f"checkpointed offset {c} is outside {full} (topic recreated, or records deleted): "
+                "restoring all of it, nothing undone",
+            ),
+            degraded=True,
+        )
+    notes: list[str] = []
+    target = i.low - 1 if c is None else c  # c None: the changelog was empty at the commit
+    degraded = False
+    if i.checkpoint_ms is not None:
+        age_ms = i.now_ms - i.checkpoint_ms
+        if age_ms > COMPACTION_LAG_MARGIN * i.min_compaction_lag_ms and target < newest:
+            notes.append(
+                f"checkpoint is {age_ms / 1000:.0f} s old, beyond {COMPACTION_LAG_MARGIN} x "
+                f"min.compaction.lag.ms ({i.min_compaction_lag_ms} ms): compaction may have removed what "
+                f"undoing needs, so the "
+                f"{newest - target} record(s) after offset {target} are kept, not undone"
+            )
+            target = newest
+            degraded = True
+    reuse, reuse_offset = _best_local_dir(i, c, notes) if i.persistent else (None, None)
+    start = i.low if reuse_offset is None else reuse_offset + 1
+    delete = tuple(p for p in dirs if p != reuse)
+    if reuse is not None:
+        notes.append(f"reusing {reuse.name} (changelog offset {reuse_offset})")
+    undo = f", undoing ({target}, {newest}]" if newest > target else ""
+    notes.append(f"replaying offsets [{start}, {target}]{undo}")
+    return StoreActions(delete, reuse, start, target, newest, tuple(notes), degraded)
+
+
+def _best_local_dir(
+    i: RestoreInputs, checkpointed: int | None, notes: list[str]
+) -> tuple[Path | None, int | None]:
+    """The usable dir with the highest changelog offset in [low - 1, checkpointed]; ties: the newest dir."""
+    best: tuple[Path, int] | None = None
+    for d in i.local_dirs:
+        offset = _usable_offset(i, d, checkpointed, notes)
+        if offset is not None and (best is None or offset >= best[1]):
+            best = (d.path, offset)
+    return (best[0], best[1]) if best else (None, None)
+
+
+def _usable_offset(i: RestoreInputs, d: LocalDir, checkpointed: int | None, notes: list[str]) -> int | None:
+    name = d.path.name
+    if d.marker is None:
+        notes.append(f"deleting {name}: no readable marker file")
+        return None
+    if d.written_at_ms is None or i.now_ms - d.written_at_ms >= i.delete_retention_ms:
+        # Older than the tombstone retention: deletes since then may no longer be in the changelog.
+        notes.append(f"deleting {name}: older than delete.retention.ms={i.delete_retention_ms}")
+        return None
+    try:
+        local = ChangelogMarker.decode(d.marker, i.store)
+    except ChangelogMarkerError as e:
+        notes.append(f"deleting {name}: {e}")
+        return None
+    if local.changelog != i.changelog:
+        notes.append(f"deleting {name}: it belongs to changelog {local.changelog}, not {i.changelog}")
+        return None
+    if local.offset is None or checkpointed is None:
+        notes.append(
+            f"deleting {name}: nothing to reuse (empty changelog at its commit or at the checkpoint)"
+        )
+        return None
+    if local.offset > checkpointed:
+        notes.append(
+            f"deleting {name}: at offset {local.offset}, ahead of the checkpoint ({checkpointed}): "
+            "it holds uncommitted writes"
+        )
+        return None
+    if local.offset < i.low - 1:
+        notes.append(f"deleting {name}: at offset {local.offset}, before the changelog's oldest ({i.low})")
+        return None
+    return local.offset

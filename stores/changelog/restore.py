@@ -1,0 +1,330 @@
+"""Transactional restore of a task's changelog-backed stores: reuse local state, replay, undo the uncommitted.
+
+Per store (decided by `actions.store_actions` at `init`): delete the live dir, copy back the best local
+checkpoint dir if one matches the checkpoint, replay the changelog up to the checkpointed offset, then
+undo ("trim") every record written after it up to the newest offset seen at init, by re-sending the
+value the store now holds for that key (or a tombstone). The changelog then reads back as the
+checkpointed state, and the commit the container makes right after restore seals that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from samsa.kafka.message import RawMessage, TopicPartition
+from samsa.stores.api import KeyValueStore
+from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
+from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, store_actions
+from samsa.stores.changelog.exceptions import ChangelogRestoreError, RestoreInterrupted
+from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.stores.changelog.settings import ChangelogSettings
+from samsa.stores.checkpoint_dirs import MARKER_FILE, list_checkpoint_dirs, read_marker, restore_store_dir
+from samsa.stores.exceptions import StoreError
+from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine, store_specs
+from samsa.stores.rocksdb import RocksDbStore
+from samsa.streams import SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+# Records asked of the consumer per call: big batches keep the per-batch cost (one RocksDB write batch,
+# one stop check, one progress update) negligible.
+BATCH = 10_000
+# Longest wait per fetch, so a stop request is seen promptly.
+_POLL_S = 0.5
+# No record for this long while the read has not reached its end: the partition is unreadable.
+_STALL_S = 120.0
+# After a failed restore, how long to wait for undo records already sent.
+_FLUSH_ON_FAILURE_S = 10.0
+
+
+class RestoreConsumer(Protocol):
+    """What a restore needs of a consumer (`samsa.kafka.KafkaConsumer` has this shape)."""
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
+    def unassign(self) -> None: ...
+    def consume(self, max_messages: int, timeout: float) -> list[RawMessage]: ...
+    def position(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]: ...
+    def watermarks(self, tp: TopicPartition, cached: bool = ..., timeout: float = ...) -> tuple[int, int]: ...
+    def close(self) -> None: ...
+
+
+class TrimProducer(Protocol):
+    """What trimming needs of a producer (`samsa.kafka.KafkaProducer` has this shape)."""
+
+    def send(
+        self, topic: str, value: bytes | None, key: bytes | None = ..., partition: int | None = ...
+    ) -> None: ...
+    def flush(self, timeout: float = ...) -> None: ...
+
+
+class ChangelogRestoreManager:
+    """`TaskRestoreManager` of one task's changelog-backed stores.
+
+    RocksDB stores are restored into their live dir, through an engine this manager opens and closes
+    (the storage manager reopens them for processing). Other engines (in-memory, custom) are restored in
+    place into `context.engines[store]`, created there when missing, and left open for the task.
+    """
+
+    def __init__(
+        self,
+        context: TaskStoresContext,
+        changelogs: Mapping[str, SystemStreamPartition],
+        consumer_for: Callable[[str], RestoreConsumer],
+        producer: TrimProducer,
+        backend: str = "changelog",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.context = context
+        self.changelogs = dict(changelogs)
+        self._consumer_for = consumer_for
+        self._producer = producer
+        self._backend = backend
+        self._clock = clock
+        self._consumers: dict[str, RestoreConsumer] = {}
+        self._open: list[KeyValueStore[bytes, bytes]] = []
+        self._specs: dict[str, StoreSpec] = {}
+        #: Store -> what init decided; read by tests and the restore log.
+        self.actions: dict[str, StoreActions] = {}
+        #: Store -> keys whose uncommitted writes were undone.
+        self.trimmed: dict[str, int] = {}
+        self._undo_sent = False
+
+    # -- init: decide ------------------------------------------------------------------------------------
+    def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
+        """Reads each changelog's watermarks (once: the replay never goes past them) and the local dirs."""
+        task = self.context.task_name
+        now_ms = self._clock() * 1000
+        checkpoint_ms = _checkpoint_millis(checkpoint_id)
+        for store, ssp in self.changelogs.items():
+            config = self.context.store_configs.get(store, {})
+            spec = self._specs[store] = _spec(store, config)
+            settings = ChangelogSettings.of(store, config)
+            raw = (markers or {}).get(store)
+            checkpointed = None if raw is None else ChangelogMarker.decode(raw, store)
+            low, high = self._consumer(ssp.system).watermarks((ssp.stream, ssp.partition))
+            persistent = spec.factory == ROCKSDB
+            store_dir = self.context.store_dirs[store]
+            actions = store_actions(
+                RestoreInputs(
+                    store=store,
+                    changelog=ssp,
+                    persistent=persistent,
+                    checkpointed=checkpointed,
+                    checkpoint_ms=checkpoint_ms,
+                    low=low,
+                    high=high,
+                    local_dirs=self._local_dirs(store_dir) if persistent else (),
+                    now_ms=now_ms,
+                    delete_retention_ms=settings.delete_retention_ms,
+                    min_compaction_lag_ms=settings.min_compaction_lag_ms,
+                )
+            )
+            self.actions[store] = actions
+            progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
+            progress.total_records = actions.records_to_read
+            level = logging.WARNING if actions.degraded else logging.INFO
+            log.log(level, "restore plan for store %s of task %s: %s", store, task, "; ".join(actions.notes))
+
+    def _local_dirs(self, store_dir: Path) -> list[LocalDir]:
+        dirs = []
+        for _, path in list_checkpoint_dirs(store_dir):
+            marker = read_marker(path)
+            if marker is None:
+                dirs.append(LocalDir(path))
+            else:
+                dirs.append(LocalDir(path, marker.markers.get(self._backend), marker.written_at * 1000))
+        return dirs
+
+    # -- restore: do -------------------------------------------------------------------------------------
+    def restore(self, stop: threading.Event) -> None:
+        """Restores the stores one after the other; raises `RestoreInterrupted` soon after `stop` is set."""
+        try:
+            for store, actions in self.actions.items():
+                if stop.is_set():
+                    raise RestoreInterrupted(self.context.task_name, store, None)
+                engine = self._prepare(store, actions)
+                started = time.monotonic()
+                self._replay(store, engine, actions, stop)
+                if engine in self._open:
+                    engine.flush()  # memtables to SSTs: the reopen need not replay a large WAL
+                    engine.close()
+                    self._open.remove(engine)
+                progress = self.context.progress[store]
+                progress.done = True
+                log.info(
+                    "restored store %s of task %s: %d records (%.1f MB) in %.1f s, %d key(s) undone",
+                    store,
+                    self.context.task_name,
+                    progress.records,
+                    progress.bytes / 1e6,
+                    time.monotonic() - started,
+                    self.trimmed.get(store, 0),
+                )
+        except BaseException:
+            if self._undo_sent:  # best effort: a restart undoes again whatever did not get out
+                with contextlib.suppress(Exception):
+                    self._producer.flush(_FLUSH_ON_FAILURE_S)
+            raise
+        if self._undo_sent:
+            self._producer.flush()  # the undo records are part of the state the next commit seals
+
+    def _prepare(self, store: str, actions: StoreActions) -> KeyValueStore[bytes, bytes]:
+        store_dir = self.context.store_dirs[store]
+        spec = self._specs[store]
+        if spec.factory != ROCKSDB:
+            return self._in_place_engine(store, spec, store_dir)
+        for path in actions.delete:
+            _delete_checkpoint_dir(path)
+        if actions.reuse is not None:
+            restore_store_dir(actions.reuse, store_dir)  # replaces the live dir; the checkpoint dir stays
+        elif store_dir.exists():
+            shutil.rmtree(store_dir)
+        engine = RocksDbStore(store_dir, spec.rocksdb, name=store)
+        self._open.append(engine)
+        return engine
+
+    def _in_place_engine(self, store: str, spec: StoreSpec, store_dir: Path) -> KeyValueStore[bytes, bytes]:
+        engine: KeyValueStore[bytes, bytes] | None = self.context.engines.get(store)
+        if engine is None:
+            store_dir.parent.mkdir(parents=True, exist_ok=True)
+            engine = self.context.engines[store] = open_engine(spec, store_dir)
+        # Whatever it holds is not the checkpoint's state: the changelog alone defines the store.
+        engine.put_all([(key, None) for key, _ in engine.all()])
+        return engine
+
+    def _replay(
+        self, store: str, engine: KeyValueStore[bytes, bytes], actions: StoreActions, stop: threading.Event
+    ) -> None:
+        if actions.end < actions.start:
+            return
+        ssp = self.changelogs[store]
+        tp = (ssp.stream, ssp.partition)
+        consumer = self._consumer(ssp.system)
+        consumer.assign({tp: actions.start})
+        progress = self.context.progress[store]
+        restore_to, end = actions.restore_to, actions.end
+        put_all = engine.put_all
+        undone: set[bytes] = set()
+        last = actions.start - 1
+        idle_since = time.monotonic()
+        try:
+            while last < end:
+                if stop.is_set():
+                    raise RestoreInterrupted(self.context.task_name, store, last)
+                msgs = consumer.consume(BATCH, _POLL_S)
+                if not msgs:
+                    # Compaction gaps or control records can hide the last offsets: the position says.
+                    if consumer.position([tp]).get(tp, -1) > end:
+                        break
+                    if time.monotonic() - idle_since > _STALL_S:
+                        raise ChangelogRestoreError(
+                            f"restore of store {store!r} of task {self.context.task_name!r} stalled: nothing "
+                            f"read from {ssp} for {_STALL_S:.0f} s after offset {last}, expected up to "
+                            f"{end}; check the broker and that the topic is readable"
+                        )
+                    continue
+                idle_since = time.monotonic()
+                last = msgs[-1].offset()
+                if last > end:  # the partition moved on since init (our own undo records included)
+                    msgs = [m for m in msgs if m.offset() <= end]
+                if last <= restore_to:
+                    _apply(put_all, msgs, progress)
+                    continue
+                split = _first_after(msgs, restore_to)
+                if split:
+                    _apply(put_all, msgs[:split], progress)
+                self._undo(engine, ssp, msgs[split:], undone)
+                progress.records += len(msgs) - split
+        finally:
+            consumer.unassign()
+        self.trimmed[store] = len(undone)
+
+    def _undo(
+        self,
+        engine: KeyValueStore[bytes, bytes],
+        ssp: SystemStreamPartition,
+        msgs: list[RawMessage],
+        undone: set[bytes],
+    ) -> None:
+        # Writes after the checkpoint: put back the checkpointed value (or delete), once per key.
+        send = self._producer.send
+        self._undo_sent = True
+        for m in msgs:
+            key = m.key()
+            if key is None or key in undone:
+                continue
+            undone.add(key)
+            send(ssp.stream, engine.get(key), key, ssp.partition)
+
+    # -- close -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Closes the engines and consumers this manager opened (not engines restored in place)."""
+        for engine in self._open:
+            engine.close()
+        self._open.clear()
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
+
+    def _consumer(self, system: str) -> RestoreConsumer:
+        consumer = self._consumers.get(system)
+        if consumer is None:
+            consumer = self._consumers[system] = self._consumer_for(system)
+        return consumer
+
+
+def _apply(
+    put_all: Callable[[list[tuple[bytes, bytes | None]]], None],
+    msgs: list[RawMessage],
+    progress: RestoreProgress,
+) -> None:
+    # One engine batch per fetch; a keyless record cannot be a store write and is skipped.
+    entries = [(key, m.value()) for m in msgs if (key := m.key()) is not None]
+    put_all(entries)
+    progress.bytes += sum([len(k) + (len(v) if v is not None else 0) for k, v in entries])
+    progress.records += len(msgs)
+
+
+def _first_after(msgs: list[RawMessage], offset: int) -> int:
+    """Index of the first message after `offset` (messages are in offset order)."""
+    lo, hi = 0, len(msgs)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if msgs[mid].offset() <= offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _checkpoint_millis(checkpoint_id: str | None) -> int | None:
+    """The epoch millis of `<millis>-<nanos>`; None when absent or malformed (trimming then goes ahead)."""
+    if checkpoint_id is None:
+        return None
+    millis, sep, _ = checkpoint_id.partition("-")
+    if not sep or not millis.isdigit():
+        log.warning("checkpoint id %r is not <millis>-<nanos>; its age is unknown", checkpoint_id)
+        return None
+    return int(millis)
+
+
+def _spec(store: str, config: Mapping[str, str]) -> StoreSpec:
+    return store_specs({f"stores.{store}.{key}": value for key, value in config.items()})[store]
+
+
+def _delete_checkpoint_dir(path: Path) -> None:
+    # The marker goes first: a dir half deleted must never pass for a usable checkpoint later.
+    try:
+        (path / MARKER_FILE).unlink(missing_ok=True)
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise StoreError(f"cannot delete checkpoint dir {path}: {e}; delete it by hand") from e

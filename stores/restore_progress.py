@@ -1,0 +1,83 @@
+"""Shows restore progress: a bar on a terminal, periodic log lines otherwise (records, MB, rate, ETA)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from samsa.stores.backend import RestoreProgress
+
+log = logging.getLogger(__name__)
+
+# Log lines are for people reading logs: every 10 s is enough; a terminal bar redraws faster.
+_LOG_INTERVAL_S = 10.0
+_BAR_INTERVAL_S = 0.5
+
+
+def describe(p: RestoreProgress, elapsed: float) -> str:
+    """`task/store: records [of total], MB, records/s, ETA` for one store."""
+    rate = p.records / elapsed if elapsed > 0 else 0.0
+    total = f" of {p.total_records:,}" if p.total_records is not None else ""
+    eta = ""
+    if p.total_records is not None and rate > 0 and not p.done:
+        eta = f", ETA {max(0.0, (p.total_records - p.records) / rate):.0f} s"
+    state = "done" if p.done else f"{rate:,.0f} records/s{eta}"
+    return f"{p.task}/{p.store}: {p.records:,}{total} records, {p.bytes / 1e6:.1f} MB, {state}"
+
+
+class RestoreReporter:
+    """Reports the progress of every store while a restore runs (a context manager)."""
+
+    def __init__(self, progress: Sequence[RestoreProgress], out: TextIO | None = None) -> None:
+        self._progress = progress
+        self._out = out or sys.stderr
+        self._tty = self._out.isatty()
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="restore-progress", daemon=True)
+
+    def __enter__(self) -> RestoreReporter:
+        if self._progress:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        if self._progress:
+            elapsed = time.monotonic() - self._started
+            records = sum(p.records for p in self._progress)
+            mb = sum(p.bytes for p in self._progress) / 1e6
+            if self._tty:
+                self._out.write("\n")
+            log.info(
+                "restored %d stores: %d records, %.1f MB in %.1f s", len(self._progress), records, mb, elapsed
+            )
+
+    def _run(self) -> None:
+        interval = _BAR_INTERVAL_S if self._tty else _LOG_INTERVAL_S
+        while not self._stop.wait(interval):
+            elapsed = time.monotonic() - self._started
+            if self._tty:
+                self._out.write("\r" + self._bar(elapsed))
+                self._out.flush()
+            else:
+                for p in self._progress:
+                    if not p.done:
+                        log.info("restoring %s", describe(p, elapsed))
+
+    def _bar(self, elapsed: float) -> str:
+        records = sum(p.records for p in self._progress)
+        known = [p.total_records for p in self._progress if p.total_records is not None]
+        total = sum(known) if len(known) == len(self._progress) else None
+        done = sum(p.done for p in self._progress)
+        if total:
+            filled = int(30 * min(1.0, records / total))
+            bar = "#" * filled + "-" * (30 - filled)
+            return f"restoring [{bar}] {records:,}/{total:,} records, {done}/{len(self._progress)} stores"
+        return f"restoring {records:,} records, {done}/{len(self._progress)} stores, {elapsed:.0f} s"

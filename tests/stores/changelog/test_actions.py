@@ -1,0 +1,186 @@
+"""The transactional restore decision table (pure: no Kafka, no disk)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, store_actions
+from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.streams import SystemStreamPartition
+
+SSP = SystemStreamPartition("kafka", "counts-changelog", 2)
+NOW_MS = 1_700_000_000_000
+CHECKPOINT_MS = NOW_MS - 60_000  # a minute ago
+RETENTION_MS = 86_400_000
+LAG_MS = 14_400_000
+STORE_DIR = Path("/state/job/Partition_2/counts")
+
+
+def local(
+    checkpoint: str, offset: int | None, age_ms: int = 60_000, ssp: SystemStreamPartition = SSP
+) -> LocalDir:
+    return LocalDir(
+        STORE_DIR.with_name(f"counts-{checkpoint}"), ChangelogMarker(ssp, offset).encode(), NOW_MS - age_ms
+    )
+
+
+def decide(
+    checkpointed: int | str | None = 100,
+    low: int = 0,
+    high: int = 151,  # newest = 150: 50 records after the checkpoint
+    dirs: tuple[LocalDir, ...] = (),
+    checkpoint_ms: int | None = CHECKPOINT_MS,
+    persistent: bool = True,
+) -> StoreActions:
+    """`checkpointed`: an offset, None (empty changelog at the commit) or "none" (no checkpoint)."""
+    marker = None if isinstance(checkpointed, str) else ChangelogMarker(SSP, checkpointed)
+    return store_actions(
+        RestoreInputs(
+            store="counts",
+            changelog=SSP,
+            persistent=persistent,
+            checkpointed=marker,
+            checkpoint_ms=checkpoint_ms,
+            low=low,
+            high=high,
+            local_dirs=dirs,
+            now_ms=NOW_MS,
+            delete_retention_ms=RETENTION_MS,
+            min_compaction_lag_ms=LAG_MS,
+        )
+    )
+
+
+def test_no_local_dir_full_replay_to_checkpoint_then_trim() -> None:
+    a = decide()
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (None, (), 0, 100, 150)
+    assert a.trims and not a.degraded
+    assert a.records_to_read == 151
+
+
+def test_local_dir_matching_checkpoint_is_reused_and_nothing_replayed() -> None:
+    d = local("1-1", 100)
+    a = decide(dirs=(d,))
+    assert a.reuse == d.path and a.delete == ()
+    assert (a.start, a.restore_to, a.end) == (101, 100, 150)  # only the undo range is read
+
+
+def test_local_dir_behind_checkpoint_replays_the_delta() -> None:
+    older, newer = local("1-1", 40), local("2-1", 70)
+    a = decide(dirs=(older, newer))
+    assert a.reuse == newer.path and a.delete == (older.path,)
+    assert (a.start, a.restore_to) == (71, 100)
+
+
+def test_local_dir_ahead_of_checkpoint_is_deleted() -> None:
+    ahead, ok = local("3-1", 120), local("1-1", 90)
+    a = decide(dirs=(ok, ahead))
+    assert a.reuse == ok.path and a.delete == (ahead.path,)
+    assert any("ahead of the checkpoint" in n for n in a.notes)
+    alone = decide(dirs=(ahead,))
+    assert alone.reuse is None and alone.delete == (ahead.path,) and alone.start == 0
+
+
+def test_stale_local_dir_is_deleted() -> None:
+    stale = local("1-1", 100, age_ms=RETENTION_MS)
+    a = decide(dirs=(stale,))
+    assert a.reuse is None and a.delete == (stale.path,) and a.start == 0
+    assert any("delete.retention.ms" in n for n in a.notes)
+
+
+def test_dir_without_readable_marker_or_for_another_changelog_is_deleted() -> None:
+    no_marker = LocalDir(STORE_DIR.with_name("counts-1-1"))
+    garbage = LocalDir(STORE_DIR.with_name("counts-2-1"), "{oops", NOW_MS)
+    other = local("3-1", 100, ssp=SystemStreamPartition("kafka", "counts-changelog", 3))
+    unknown_age = LocalDir(STORE_DIR.with_name("counts-4-1"), ChangelogMarker(SSP, 100).encode(), None)
+    a = decide(dirs=(no_marker, garbage, other, unknown_age))
+    assert a.reuse is None and set(a.delete) == {d.path for d in (no_marker, garbage, other, unknown_age)}
+
+
+def test_local_dir_before_the_oldest_offset_is_deleted() -> None:
+    gap, edge = local("1-1", 8), local("2-1", 9)  # records [10, ...] remain: 9 is contiguous, 8 is not
+    assert decide(low=10, dirs=(gap,)).reuse is None
+    a = decide(low=10, dirs=(gap, edge))
+    assert a.reuse == edge.path and a.start == 10 and a.delete == (gap.path,)
+
+
+def test_equal_offsets_keep_the_newest_dir() -> None:
+    first, second = local("1-1", 100), local("2-1", 100)
+    a = decide(dirs=(first, second))
+    assert a.reuse == second.path and a.delete == (first.path,)
+
+
+def test_no_checkpoint_replays_everything_keeps_it_and_deletes_dirs() -> None:
+    d = local("1-1", 100)
+    a = decide(checkpointed="none", dirs=(d,))
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (None, (d.path,), 0, 150, 150)
+    assert not a.trims
+
+
+def test_checkpoint_with_empty_changelog_undoes_everything_written_since() -> None:
+    a = decide(checkpointed=None, dirs=(local("1-1", None),))
+    assert a.reuse is None and (a.start, a.restore_to, a.end) == (0, -1, 150)
+    assert a.records_to_read == 151 and a.trims
+
+
+def test_everything_empty_reads_nothing() -> None:
+    a = decide(checkpointed=None, low=0, high=0)
+    assert a.records_to_read == 0 and not a.trims
+    b = decide(checkpointed="none", low=0, high=0)
+    assert b.records_to_read == 0
+
+
+def test_checkpoint_equal_to_newest_restores_without_trim() -> None:
+    a = decide(checkpointed=150, dirs=(local("1-1", 150),))
+    assert a.reuse is not None and a.records_to_read == 0 and not a.trims
+
+
+def test_checkpoint_out_of_range_full_replay_to_newest_with_warning() -> None:
+    d = local("1-1", 100)
+    beyond = decide(checkpointed=500, dirs=(d,))  # topic recreated: fewer records than checkpointed
+    assert (beyond.reuse, beyond.delete, beyond.start, beyond.restore_to, beyond.end) == (
+        None,
+        (d.path,),
+        0,
+        150,
+        150,
+    )
+    assert beyond.degraded and "outside" in beyond.notes[0]
+    before = decide(checkpointed=5, low=20)  # retention removed what the checkpoint needs
+    assert before.degraded and (before.start, before.restore_to) == (20, 150)
+    assert not decide(checkpointed=19, low=20).degraded  # oldest - 1 is still in range
+
+
+def test_checkpoint_of_another_changelog_counts_as_none() -> None:
+    marker = ChangelogMarker(SystemStreamPartition("kafka", "old-changelog", 2), 100)
+    a = store_actions(
+        RestoreInputs("counts", SSP, True, marker, CHECKPOINT_MS, 0, 151, (local("1-1", 100),), NOW_MS)
+    )
+    assert a.degraded and a.reuse is None and (a.start, a.restore_to, a.end) == (0, 150, 150)
+
+
+def test_old_checkpoint_beyond_compaction_lag_is_not_trimmed() -> None:
+    d = local("1-1", 80)
+    old = decide(dirs=(d,), checkpoint_ms=NOW_MS - int(0.9 * LAG_MS) - 1)
+    assert old.reuse == d.path and (old.start, old.restore_to, old.end) == (81, 150, 150)
+    assert not old.trims and old.degraded
+    assert any("min.compaction.lag.ms" in n for n in old.notes)
+    recent = decide(dirs=(d,), checkpoint_ms=NOW_MS - int(0.9 * LAG_MS))
+    assert recent.restore_to == 100 and recent.trims
+
+
+def test_unknown_checkpoint_age_still_trims() -> None:
+    assert decide(checkpoint_ms=None).restore_to == 100
+
+
+def test_v1_only_checkpoint_marker_behaves_like_v2() -> None:
+    # A V1 checkpoint's changelog entry (checkpoint id, offset) becomes the same marker: same plan.
+    v1 = ChangelogMarker(SSP, 100)
+    d = local("1-1", 100)
+    a = store_actions(RestoreInputs("counts", SSP, True, v1, CHECKPOINT_MS, 0, 151, (d,), NOW_MS))
+    assert a == decide(dirs=(d,))
+
+
+def test_in_memory_store_ignores_local_dirs() -> None:
+    a = decide(persistent=False)
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (None, (), 0, 100, 150)

@@ -1,0 +1,55 @@
+"""Backend selection per store: Samza's precedence, the subset rule, the first factory with a marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from samsa.stores.backends import StoreBackends, store_backends
+from samsa.stores.exceptions import StoreConfigError
+from samsa.stores.factory import StoreSpec
+
+LOGGED = StoreSpec("s", "rocksdb", changelog="kafka.s-log")
+PLAIN = StoreSpec("s", "rocksdb")
+
+
+def test_a_store_with_a_changelog_is_backed_by_it_by_default() -> None:
+    assert store_backends({}, LOGGED) == StoreBackends(("changelog",), ("changelog",))
+    assert store_backends({}, PLAIN) == StoreBackends((), ())
+    assert not store_backends({}, PLAIN).durable
+
+
+def test_store_keys_win_over_job_keys_even_when_empty() -> None:
+    config = {"stores.backup.factories": "changelog", "stores.s.backup.factories": ""}
+    assert store_backends(config, LOGGED) == StoreBackends((), ())
+
+
+def test_the_seed_name_is_an_alias_and_samza_class_names_are_accepted() -> None:
+    config = {"task.backup.factories": "org.apache.samza.storage.KafkaChangelogStateBackendFactory"}
+    assert store_backends(config, LOGGED).backup == ("changelog",)
+
+
+def test_restore_factories_must_be_backup_factories() -> None:
+    with pytest.raises(StoreConfigError, match=r"stores\.s\.restore\.factories"):
+        store_backends({"stores.s.backup.factories": "", "stores.s.restore.factories": "changelog"}, LOGGED)
+
+
+def test_changelog_backup_needs_a_changelog() -> None:
+    with pytest.raises(StoreConfigError, match=r"stores\.s\.changelog"):
+        store_backends({"stores.backup.factories": "changelog"}, PLAIN)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"), [("blobstore", "not supported yet"), ("hdfs", "unknown state backend")]
+)
+def test_unbuilt_or_unknown_backends_are_named(value: str, message: str) -> None:
+    with pytest.raises(StoreConfigError, match=message) as info:
+        store_backends({"stores.backup.factories": value}, LOGGED)
+    assert "stores.backup.factories" in str(info.value)
+
+
+def test_restore_uses_the_first_factory_with_a_marker() -> None:
+    backends = StoreBackends(("changelog", "other"), ("other", "changelog"))
+    assert backends.restore_from("s", {"changelog": {"s": "m"}}) == "changelog"
+    assert backends.restore_from("s", {"other": {"s": "m"}, "changelog": {"s": "m"}}) == "other"
+    assert backends.restore_from("s", None) == "other"
+    assert StoreBackends((), ()).restore_from("s", None) is None
