@@ -28,6 +28,7 @@ from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
+from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -236,7 +237,13 @@ class Container:
             self._state = ContainerState(
                 self.job, self.model, self._serdes, self._producers, self._checkpoints, write_versions
             )
-            storages = self._state.start(checkpoints, self._restore_stop)
+            try:
+                storages = self._state.start(checkpoints, self._restore_stop, self.registry)
+            except RestoreInterrupted:
+                if not self._stop_requested:
+                    raise
+                log.info("stopped while restoring; nothing processed, nothing committed")
+                return False
             self._build_tasks(checkpoints, storages)
             sources = self._buffers()
             for consumer, routes in sources:

@@ -23,6 +23,8 @@ name                                                   kind       labels
 ``samsa_container_poll_seconds``                       timer      container
 ``samsa_container_restore_seconds``                    timer      container
 ``samsa_container_uptime_seconds``                     gauge_fn   container
+``samsa_store_restored_records``                       gauge      task, store (at the last start)
+``samsa_store_restored_bytes``                         gauge      task, store (at the last start)
 =====================================================  =========  ===================================
 
 A timer is exposed to Prometheus as a summary (``<name>_count``, ``<name>_sum`` in seconds) plus a
@@ -55,6 +57,8 @@ CONTAINER_MESSAGES_POLLED = "samsa_container_messages_polled_total"
 CONTAINER_POLL_SECONDS = "samsa_container_poll_seconds"
 CONTAINER_RESTORE_SECONDS = "samsa_container_restore_seconds"
 CONTAINER_UPTIME_SECONDS = "samsa_container_uptime_seconds"
+STORE_RESTORED_RECORDS = "samsa_store_restored_records"
+STORE_RESTORED_BYTES = "samsa_store_restored_bytes"
 
 Kind = Literal["counter", "gauge", "timer"]
 LabelKey = tuple[tuple[str, str], ...]

@@ -11,6 +11,7 @@ from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManage
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
 from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
@@ -129,12 +130,21 @@ class ContainerState:
         self.commit_managers: dict[str, TaskCommitManager] = {}
 
     def start(
-        self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event
+        self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event, registry: m.MetricsRegistry
     ) -> dict[str, TaskStorage]:
         """Restores every durable store to its checkpoint, then opens all stores for processing."""
         markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
         ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
-        self.storage.restore(markers, ids, stop)
+        timer = registry.timer(m.CONTAINER_RESTORE_SECONDS, "Time restoring stores at start", {})
+        with timer.time():
+            self.storage.restore(markers, ids, stop)
+        for context in self.storage.contexts.values():
+            for store, progress in context.progress.items():
+                labels = {"task": context.task_name, "store": store}
+                doc = "Records replayed into the store at start"
+                registry.gauge(m.STORE_RESTORED_RECORDS, doc, labels).set(progress.records)
+                doc = "Bytes replayed into the store at start"
+                registry.gauge(m.STORE_RESTORED_BYTES, doc, labels).set(progress.bytes)
         opened = self.storage.open()
         for name, storage in opened.items():
             self.commit_managers[name] = self._commit_manager(storage, checkpoints.get(name))

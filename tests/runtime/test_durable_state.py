@@ -82,8 +82,11 @@ def test_state_is_restored_from_the_changelog_on_a_new_host(
         second = random.Random(4).choices(WORDS, k=100)
         produce(words, [(w, w) for w in second])
         moved = {**config, "job.logged.store.base.dir": str(tmp_path / "other-host")}
-        run_job(moved)  # no local state at all: everything comes from the changelog
+        (container,) = run_job(moved)  # no local state at all: everything comes from the changelog
         assert _final_counts(read_topic(out)) == Counter(first + second)
+        restored = container.registry.snapshot()["samsa_store_restored_records"]
+        assert sum(r["value"] for r in restored) >= len(set(first)), "the counts came back from the changelog"
+        assert container.registry.snapshot()["samsa_container_restore_seconds"][0]["count"] == 1
     finally:
         kafka_admin.delete_topics([f"{words}-counts-changelog"])
 
@@ -113,5 +116,32 @@ def test_a_kill_9_anywhere_leaves_exact_counts(
         assert "restarting" in proc.stderr
         # Outputs may repeat (at-least-once), but the store counted every input exactly once.
         assert _final_counts(read_topic(out)) == Counter(sent)
+    finally:
+        kafka_admin.delete_topics([f"{words}-counts-changelog"])
+
+
+def test_a_stop_during_restore_ends_cleanly_without_processing(
+    job_config, topics, produce, read_topic, run_job, kafka_admin, tmp_path, caplog
+):
+    from samsa.runtime.config.config import Config
+    from samsa.runtime.config.job import JobConfig
+    from samsa.runtime.container import Container
+    from samsa.runtime.coordinator import JobCoordinator
+
+    words, out = topics(1), topics(1)
+    produce(words, [(w, w) for w in random.Random(6).choices(WORDS, k=200)])
+    config = _count_job(job_config, topics, words, out)
+    try:
+        run_job(config)
+        produced = len(read_topic(out))
+        produce(words, [("late", "late")])
+        moved = {**config, "job.logged.store.base.dir": str(tmp_path / "new-host")}  # forces a replay
+        job = JobConfig(Config(moved))
+        container = Container(job, JobCoordinator(job).prepare().container("0"), until_caught_up=True)
+        caplog.set_level("INFO", logger="samsa.runtime.container")
+        container.stop()  # as a SIGTERM arriving while the stores restore
+        assert container.run() is False
+        assert "stopped while restoring" in caplog.text
+        assert len(read_topic(out)) == produced, "nothing was processed"
     finally:
         kafka_admin.delete_topics([f"{words}-counts-changelog"])
