@@ -115,7 +115,7 @@ class TaskCommitManager:
                     f"task {self.task_name}: the previous commit did not end within task.commit.timeout.ms="
                     f"{limit}; check the backends (broker, blob store), or raise the timeout"
                 )
-            self._raise_failure(release=True)
+        self._raise_failure(release=True)  # a failure may have landed while we acquired
         try:
             self._last_start = self._clock()
             result = self._snapshot(offsets)
@@ -137,10 +137,9 @@ class TaskCommitManager:
 
     def _snapshot(self, offsets: dict[SystemStreamPartition, int]) -> CommitResult:
         checkpoint_id = CheckpointId.create()
-        self._flush_outputs()
+        # Stores first: flushing their caches writes dirty entries to the changelogs, and the one producer
+        # flush after it makes those and every output durable before a backend reads a changelog's end.
         self._flush_stores()
-        # Flushing the store caches wrote their dirty entries to the changelogs: those records must be
-        # durable before a backend reads the changelog's end as this commit's marker.
         self._flush_outputs()
         for store in self._stores.values():
             if store.persistent:

@@ -225,8 +225,8 @@ class ContainerState:
         return any(b.durable for b in self.storage.store_backends.values())
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True)  # an async phase in flight still uses its backup managers
         for manager in self.commit_managers.values():
             manager.close()
-        self._pool.shutdown(wait=True)
         if self._changelog_factory is not None:
             self._changelog_factory.close()

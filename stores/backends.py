@@ -52,20 +52,20 @@ def _factories(config: Mapping[str, str], keys: tuple[str, ...]) -> tuple[str, t
 
 
 def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
-    """Backup: `stores.<s>.backup.factories`, else the job's, else `changelog` when the store has one."""
+    """Backup: `stores.<s>.backup.factories`, else the job's, else `changelog` when the store has one.
+    Restore: `stores.<s>.restore.factories`, else the job's (for stores something backs up), else backup."""
     s = spec.name
     found = _factories(
         config, (f"stores.{s}.backup.factories", "stores.backup.factories", "task.backup.factories")
     )
     backup_key, backup = found if found else ("", (CHANGELOG,) if spec.changelog else ())
-    restored = _factories(
-        config, (f"stores.{s}.restore.factories", "stores.restore.factories", "task.restore.factories")
-    )
-    restore_key, restore = restored if restored else ("", backup)
     if CHANGELOG in backup and not spec.changelog:
         raise StoreConfigError(
             f"stores.{s}.changelog", f"is required: {backup_key} backs store {s!r} up to it"
         )
+    own = _factories(config, (f"stores.{s}.restore.factories",))
+    job = _factories(config, ("stores.restore.factories", "task.restore.factories")) if backup else None
+    restore_key, restore = own or job or ("", backup)
     extra = [name for name in restore if name not in backup]
     if extra:
         target = backup_key or f"stores.{s}.backup.factories"
@@ -73,4 +73,7 @@ def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
             restore_key,
             f"{', '.join(extra)} restores store {s!r} but does not back it up; add it to {target}",
         )
+    if backup and not restore:
+        # A backed-up store that nothing restores would open with writes no checkpoint covers.
+        raise StoreConfigError(restore_key, f"store {s!r} is backed up, so it needs a restore factory")
     return StoreBackends(backup, restore)

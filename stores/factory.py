@@ -1,6 +1,7 @@
 """Store definitions read from `stores.<s>.*` config, and opening the bytes engine each one names."""
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,9 @@ class StoreSpec:
         return f"stores.{self.name}.{sub}"
 
 
+_CHECKPOINT_LIKE = re.compile(r".*-\d+-\d+")
+
+
 def store_specs(config: Mapping[str, str]) -> dict[str, StoreSpec]:
     """Every store defined by `stores.<s>.*` keys, by name (sorted). Unknown keys are left to the registry."""
     per_store: dict[str, dict[str, str]] = {}
@@ -67,6 +71,9 @@ def store_specs(config: Mapping[str, str]) -> dict[str, StoreSpec]:
             continue  # `stores.<s>` alone sets nothing of a store; the config registry reports it
         if not name:
             raise StoreConfigError(key, "empty store name; use stores.<name>.<setting>")
+        if _CHECKPOINT_LIKE.fullmatch(name):
+            # `<store>-<millis>-<nanos>` is where store <store> keeps its local checkpoints.
+            raise StoreConfigError(key, f"store name {name!r} looks like a checkpoint directory; rename it")
         per_store.setdefault(name, {})[sub] = value
     return {name: _spec(name, per_store[name]) for name in sorted(per_store)}
 

@@ -12,7 +12,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from samsa.stores.backend import (
     TaskRestoreManager,
     TaskStoresContext,
 )
-from samsa.stores.backends import StoreBackends, store_backends
+from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
 from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
@@ -127,24 +127,31 @@ class ContainerStorage:
             for name, backends in self.store_backends.items():
                 if not backends.durable:
                     self._wipe(context.store_dirs[name], task.name, name)
-            by_backend: dict[str, list[str]] = {}
             task_markers = markers.get(task.name)
             for name, backends in self.store_backends.items():
                 backend = backends.restore_from(name, task_markers)
-                if backend is not None:
-                    by_backend.setdefault(backend, []).append(name)
-            for backend, stores in by_backend.items():
-                manager = self.backends[backend].restore_manager(self._subset(context, stores))
+                if backend is None:
+                    continue
+                # One manager per store: every store of every task restores in parallel.
+                manager = self.backends[backend].restore_manager(self._subset(context, [name]))
                 backend_markers = dict(task_markers.get(backend, {})) if task_markers else None
                 manager.init(backend_markers, checkpoint_ids.get(task.name))
                 managers.append(manager)
         if not managers:
             return
         progress = [p for c in self.contexts.values() for p in c.progress.values()]
+        # The first failure fails the start: the other restores are stopped (through `stop`), not waited out.
         with RestoreReporter(progress), ThreadPoolExecutor(self._parallelism, "restore") as pool:
             futures = [pool.submit(self._restore_one, manager, stop) for manager in managers]
-            for future in futures:
-                future.result()  # the first failure fails the start
+            try:
+                for future in as_completed(futures):
+                    future.result()
+            except BaseException:
+                stop.set()
+                for future, manager in zip(futures, managers, strict=True):
+                    if future.cancel():
+                        manager.close()  # never ran: release what its init opened
+                raise
 
     @staticmethod
     def _restore_one(manager: TaskRestoreManager, stop: threading.Event) -> None:
@@ -198,7 +205,7 @@ class ContainerStorage:
         self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int
     ) -> KeyValueStore[Any, Any]:
         below: KeyValueStore[bytes, bytes] = engine
-        if spec.changelog and CHANGELOG_BACKEND in self.store_backends[spec.name].backup:
+        if spec.changelog and CHANGELOG in self.store_backends[spec.name].backup:
             assert self._send is not None, "a logged store needs the changelog producer"
             below = LoggedStore(engine, self._send, spec.changelog.partition(".")[2], partition)
         typed: KeyValueStore[Any, Any] = SerializedStore(
@@ -208,6 +215,3 @@ class ContainerStorage:
         if cache_size:
             typed = CachedStore(typed, cache_size, write_batch_size)
         return typed
-
-
-CHANGELOG_BACKEND = "changelog"

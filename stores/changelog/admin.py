@@ -111,20 +111,25 @@ class ChangelogAdmin:
                 self._check_compaction_lag(admin, store, stream)
 
     def _check_compaction_lag(self, admin: KafkaAdmin, store: str, stream: SystemStream) -> None:
-        # Restore trims uncommitted writes only while their records cannot have been compacted yet.
-        wanted = self._settings[store].min_compaction_lag_ms
-        have = int(admin.topic_config(stream.stream).get("min.compaction.lag.ms", "0"))
-        if have < wanted:
-            log.warning(
-                "changelog %s of store %s has min.compaction.lag.ms=%d, below "
-                "stores.%s.changelog.min.compaction.lag.ms=%d: a restore after a long outage may not be "
-                "able to undo uncommitted writes; raise the topic's setting",
-                stream,
-                store,
-                have,
-                store,
-                wanted,
-            )
+        # Restore undoes uncommitted writes only while compaction cannot yet have dropped the committed
+        # records they supersede, and reuses local state only while its deletes' tombstones remain: a topic
+        # laxer than the config would let restore count inputs twice or bring deleted keys back.
+        settings = self._settings[store]
+        topic = admin.topic_config(stream.stream)
+        for name, wanted in (
+            ("min.compaction.lag.ms", settings.min_compaction_lag_ms),
+            ("delete.retention.ms", settings.delete_retention_ms),
+        ):
+            have = int(topic.get(name, "0"))
+            if have < wanted:
+                raise TopicMismatchError(
+                    stream.stream,
+                    name,
+                    wanted,
+                    have,
+                    f"raise the topic's {name} to at least {wanted} (kafka-configs --alter), or lower "
+                    f"stores.{store}.changelog.{name} to {have}",
+                )
 
     @contextmanager
     def _admins(self) -> Iterator[Callable[[str], KafkaAdmin]]:

@@ -83,7 +83,6 @@ def test_sync_steps_then_async_steps_in_order() -> None:
     manager = _manager(log, Backup(log), Clock(), written)
     assert manager.commit({SSP: 5}, wait=True)
     assert log == [
-        "flush outputs",
         "flush stores",
         "flush outputs",
         "snapshot",

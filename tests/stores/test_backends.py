@@ -53,3 +53,14 @@ def test_restore_uses_the_first_factory_with_a_marker() -> None:
     assert backends.restore_from("s", {"other": {"s": "m"}, "changelog": {"s": "m"}}) == "other"
     assert backends.restore_from("s", None) == "other"
     assert StoreBackends((), ()).restore_from("s", None) is None
+
+
+def test_a_job_wide_restore_list_leaves_stores_without_backup_alone() -> None:
+    config = {"stores.restore.factories": "changelog"}
+    assert store_backends(config, PLAIN) == StoreBackends((), ())
+    assert store_backends(config, LOGGED) == StoreBackends(("changelog",), ("changelog",))
+
+
+def test_a_backed_up_store_needs_a_restore_factory() -> None:
+    with pytest.raises(StoreConfigError, match=r"stores\.s\.restore\.factories.*needs a restore factory"):
+        store_backends({"stores.s.restore.factories": ""}, LOGGED)

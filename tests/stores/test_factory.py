@@ -157,3 +157,11 @@ def test_store_not_found_lists_configured_stores() -> None:
     assert "counts, words" in str(error)
     assert "stores.count.factory" in str(error)
     assert "none" in str(StoreNotFoundError("x", []))
+
+
+def test_a_store_name_that_looks_like_a_checkpoint_dir_is_refused() -> None:
+    from samsa.stores.exceptions import StoreConfigError
+    from samsa.stores.factory import store_specs
+
+    with pytest.raises(StoreConfigError, match=r"stores\.x-1-2\.factory.*looks like a checkpoint"):
+        store_specs({"stores.x-1-2.factory": "rocksdb"})

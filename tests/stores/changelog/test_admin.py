@@ -131,3 +131,17 @@ def test_existing_changelog_that_is_not_compacted_is_an_error(
         admin.create_resources()
     with pytest.raises(TopicMismatchError, match=r"cleanup\.policy"):
         admin.validate_resources()
+
+
+@pytest.mark.parametrize("setting", ["min.compaction.lag.ms", "delete.retention.ms"])
+def test_existing_changelog_laxer_than_the_config_is_an_error(
+    kafka_bootstrap: str, kafka_admin: KafkaAdmin, names: list[str], setting: str
+) -> None:
+    topic = f"cl-{uuid.uuid4().hex[:8]}"
+    names.append(topic)
+    other = "delete.retention.ms" if setting == "min.compaction.lag.ms" else "min.compaction.lag.ms"
+    kafka_admin.create_topic(topic, 1, {"cleanup.policy": "compact", setting: "1000", other: "999999999"})
+    admin = _admin(kafka_bootstrap, {"counts": topic}, 1)
+    with pytest.raises(TopicMismatchError, match=rf"stores\.counts\.changelog\.{setting}") as error:
+        admin.create_resources()
+    assert error.value.setting == setting and error.value.actual == 1000
