@@ -35,7 +35,10 @@ class TaskBackupManager(Protocol):
         ...
 
     def cleanup(self, checkpoint_id: str, markers: Markers) -> Future[None]:
-        """After the checkpoint record is durable: drop what older checkpoints needed. Idempotent."""
+        """After the checkpoint record is durable: drop what older checkpoints needed. Idempotent.
+
+        Only here may a backend treat this commit as the "previous" one it diffs the next snapshot against:
+        an upload whose checkpoint record never became durable must not become the base of the next."""
         ...
 
     def close(self) -> None: ...
