@@ -1,6 +1,7 @@
 """Throughput of Samsa's word count against a hand-written confluent-kafka + RocksDB loop doing the same work.
 
 Prints figures; it is not a test. `python bench/throughput.py --messages 300000` (see bench/README.md).
+With `--changelog`, the store is changelog-backed and the raw loop also produces one changelog record per put.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from samsa.examples.wordcount.generator import produce_words
 from samsa.kafka import KafkaAdmin
 from samsa.kafka.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from samsa.kafka.embedded import EmbeddedBroker
+from samsa.stores.changelog.settings import ChangelogSettings
 
 JOB = Path(__file__).resolve().parent.parent / "examples" / "wordcount" / "job.yaml"
 PARTITIONS = 4
@@ -41,10 +43,12 @@ class Timing:
 
     end_to_end: float
     steady: float
+    changelog_records: int | None = None  # with --changelog: records the run wrote to its changelog
 
 
-def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path) -> Timing:
-    """Consume every partition from the start, count each word in RocksDB, emit (word, count); flush."""
+def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path, changelog: str | None) -> Timing:
+    """Consume every partition from the start, count each word in RocksDB, emit (word, count); flush.
+    With `changelog`, each put is also sent there, to the input's partition (a hand-written changelog)."""
     started = time.monotonic()
     consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": bootstrap})
     producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap})
@@ -71,6 +75,12 @@ def raw_run(bootstrap: str, topic: str, out_topic: str, db_dir: Path) -> Timing:
                 old = get(key)
                 value = pack((0 if old is None else unpack(old)[0]) + 1)
                 put(key, value)
+                while changelog is not None:
+                    try:
+                        produce(changelog, value, key, msg.partition() or 0)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
                 while True:
                     try:
                         produce(out_topic, value, key)
@@ -164,9 +174,10 @@ def measure(
             raise RuntimeError(
                 f"{name} run {i}: {got} output messages (want {n}); final counts ok: {counts == expected}"
             )
+        logged = "" if t.changelog_records is None else f", {t.changelog_records} changelog records OK"
         print(
             f"  {name} run {i}: {n / t.end_to_end:>9,.0f} msg/s end-to-end ({t.end_to_end:.2f} s), "
-            f"{n / t.steady:>9,.0f} msg/s steady ({t.steady:.2f} s); {got} outputs OK"
+            f"{n / t.steady:>9,.0f} msg/s steady ({t.steady:.2f} s); {got} outputs OK{logged}"
         )
         timings.append(t)
     return Timing(
@@ -184,6 +195,9 @@ def main() -> int:
         "--samsa-config", action="append", default=[], metavar="KEY=VALUE", help="extra job config for (b)"
     )
     parser.add_argument("--verbose", action="store_true", help="echo the Samsa job's log")
+    parser.add_argument(
+        "--changelog", action="store_true", help="changelog-backed store; the raw loop produces it too"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
     broker = None if args.bootstrap else EmbeddedBroker(data_dir=work / "broker").start()
@@ -199,27 +213,51 @@ def main() -> int:
         print(f"produced {n:,} words to {topic} ({PARTITIONS} partitions) in {time.monotonic() - t0:.1f} s")
         counter = itertools.count()
 
+        def changelog_topic(i: int) -> str | None:
+            """A fresh changelog per run, made as Samsa makes one (a used one would restore into a job)."""
+            if not args.changelog:
+                return None
+            name = f"counts-changelog-{run_id}-{i}"
+            admin.ensure_topic(name, PARTITIONS, ChangelogSettings.of("counts", {}).topic_config())
+            return name
+
+        def checked(t: Timing, changelog: str | None) -> Timing:
+            """`t` with the changelog's record count, once its last value per word is the final count."""
+            if changelog is None:
+                return t
+            if read_counts(bootstrap, changelog, PARTITIONS) != expected:
+                raise RuntimeError(f"changelog {changelog}: the last value per word is not its count")
+            return Timing(t.end_to_end, t.steady, output_count(bootstrap, changelog))
+
         def raw(out: str) -> Timing:
-            return raw_run(bootstrap, topic, out, work / f"raw-db-{next(counter)}")
+            i = next(counter)
+            changelog = changelog_topic(i)
+            return checked(raw_run(bootstrap, topic, out, work / f"raw-db-{i}", changelog), changelog)
 
         def samsa(extra: list[str]) -> Callable[[str], Timing]:
             def run(out: str) -> Timing:
                 i = next(counter)
                 (work / f"samsa-{i}").mkdir()
-                return samsa_run(
+                changelog = changelog_topic(i)
+                logged = [] if changelog is None else [f"stores.counts.changelog=kafka.{changelog}"]
+                # Changelog-backed stores live in the logged store dir (default ./state): keep it in work.
+                logged += [f"job.logged.store.base.dir={work / f'samsa-{i}' / 'state'}"]
+                t = samsa_run(
                     bootstrap,
                     topic,
                     out,
                     work / f"samsa-{i}",
                     f"{run_id}-{i}",
                     args.containers,
-                    extra,
+                    [*extra, *logged],
                     args.verbose,
                 )
+                return checked(t, changelog)
 
             return run
 
-        print("(a) raw confluent-kafka + rocksdict loop: RocksDB get + put per message")
+        also = ", + a changelog record per put" if args.changelog else ""
+        print(f"(a) raw confluent-kafka + rocksdict loop: RocksDB get + put per message{also}")
         a = measure("raw", raw, bootstrap, admin, expected, n, f"raw-out-{run_id}", args.repeat)
         # (b) as a user runs it (Samza's default object cache on the store); (b0) with the cache off, so
         # every get and put reaches RocksDB as in (a): the framework's own cost, nothing saved by caching.
@@ -238,7 +276,8 @@ def main() -> int:
                 f"samsa-{label}-{run_id}",
                 args.repeat,
             )
-        print(f"\nmedian of {args.repeat} run(s), {n:,} messages:")
+        logged = ", changelog on" if args.changelog else ""
+        print(f"\nmedian of {args.repeat} run(s), {n:,} messages{logged}:")
         print(f"  {'':<9}{'end-to-end msg/s':>18}{'steady msg/s':>16}")
         for name, t in (("raw (a)", a), *((f"samsa {k}", v) for k, v in results.items())):
             print(f"  {name:<9}{n / t.end_to_end:>18,.0f}{n / t.steady:>16,.0f}")
