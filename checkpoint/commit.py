@@ -93,7 +93,6 @@ class TaskCommitManager:
         self._last_start = float("-inf")
         self._in_flight: Future[None] | None = None
         self.skipped = 0
-        self.last_committed: CommitResult | None = None
 
     # -- the commit ---------------------------------------------------------------------------------
     def commit(
@@ -173,7 +172,6 @@ class TaskCommitManager:
             self._write_store_markers(uploaded)
             crash_point("after-upload")
             self._write_checkpoint(uploaded)
-            self.last_committed = uploaded
             crash_point("after-checkpoint")
             cleanups = [
                 manager.cleanup(checkpoint_id, uploaded.markers.get(backend, {}))

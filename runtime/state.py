@@ -22,7 +22,7 @@ from samsa.stores.backends import CHANGELOG
 from samsa.stores.changelog.admin import ChangelogAdmin
 from samsa.stores.changelog.factory import ChangelogBackendFactory
 from samsa.stores.changelog.marker import ChangelogMarker
-from samsa.stores.factory import StoreSpec, store_specs
+from samsa.stores.factory import ROCKSDB, StoreSpec, store_specs
 from samsa.stores.rocksdb import container_memory
 from samsa.stores.rocksdb_options import RocksDbMemory
 from samsa.stores.storage_manager import ContainerStorage, TaskStorage, TaskStoresModel
@@ -147,7 +147,7 @@ class ContainerState:
                 registry.gauge(m.STORE_RESTORED_BYTES, doc, labels).set(progress.bytes)
         opened = self.storage.open()
         for name, storage in opened.items():
-            self.commit_managers[name] = self._commit_manager(storage, checkpoints.get(name))
+            self.commit_managers[name] = self._commit_manager(storage, markers[name])
         return opened
 
     def _restore_markers(self, checkpoint: AnyCheckpoint | None) -> dict[str, Markers] | None:
@@ -167,20 +167,21 @@ class ContainerState:
         }
         return {CHANGELOG: found}
 
-    def _commit_manager(self, storage: TaskStorage, checkpoint: AnyCheckpoint | None) -> TaskCommitManager:
+    def _commit_manager(
+        self, storage: TaskStorage, restore_markers: dict[str, Markers] | None
+    ) -> TaskCommitManager:
         context = storage.context
         durable = {
             name: DurableStore(
                 context.engines[name],
                 context.store_dirs[name],
                 self.storage.store_backends[name].backup,
-                self.specs[name].factory == "rocksdb",
+                self.specs[name].factory == ROCKSDB,
             )
             for name in self.specs
             if self.storage.store_backends[name].durable
         }
         backups = {}
-        restore_markers = self._restore_markers(checkpoint)
         used = {b for name in durable for b in self.storage.store_backends[name].backup}
         for backend in sorted(used):
             manager = self.storage.backends[backend].backup_manager(context)

@@ -189,11 +189,20 @@ def delete_checkpoint_dirs(store_dir: Path, keep: Collection[str] = ()) -> None:
     except FileNotFoundError:
         return
     for path in doomed:
-        _remove_tree(path)
+        delete_checkpoint_dir(path)
 
 
-def _remove_tree(path: Path) -> None:
+def delete_checkpoint_dir(path: Path) -> None:
+    """Deletes one checkpoint dir, its marker first: a dir half deleted never passes for a usable one."""
     log.debug("deleting checkpoint dir %s", path)
+    try:
+        (path / MARKER_FILE).unlink(missing_ok=True)
+    except FileNotFoundError:
+        return  # the dir itself is gone
+    except OSError as e:
+        raise StoreError(
+            f"cannot delete checkpoint marker {path / MARKER_FILE}: {e}; remove it by hand"
+        ) from e
     for _ in range(3):
         try:
             shutil.rmtree(path)

@@ -28,7 +28,7 @@ from samsa.stores.backend import (
 )
 from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
 from samsa.stores.cached import CachedStore, cache_settings
-from samsa.stores.factory import StoreSpec, open_engine
+from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.serialized import SerializedStore
@@ -177,7 +177,7 @@ class ContainerStorage:
     def _open_in_memory_engines(self, context: TaskStoresContext) -> None:
         # Restored in place: the restore managers write into the very engine the task will use.
         for name, spec in self.specs.items():
-            if spec.factory != "rocksdb" and name not in context.engines:
+            if spec.factory != ROCKSDB and name not in context.engines:
                 context.engines[name] = open_engine(spec, context.store_dirs[name])
 
     @staticmethod

@@ -25,8 +25,12 @@ from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions
 from samsa.stores.changelog.exceptions import ChangelogRestoreError, RestoreInterrupted
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.stores.changelog.settings import ChangelogSettings
-from samsa.stores.checkpoint_dirs import MARKER_FILE, list_checkpoint_dirs, read_marker, restore_store_dir
-from samsa.stores.exceptions import StoreError
+from samsa.stores.checkpoint_dirs import (
+    delete_checkpoint_dir,
+    list_checkpoint_dirs,
+    read_marker,
+    restore_store_dir,
+)
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine, store_specs
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.streams import SystemStreamPartition
@@ -181,7 +185,7 @@ class ChangelogRestoreManager:
         if spec.factory != ROCKSDB:
             return self._in_place_engine(store, spec, store_dir)
         for path in actions.delete:
-            _delete_checkpoint_dir(path)
+            delete_checkpoint_dir(path)
         if actions.reuse is not None:
             restore_store_dir(actions.reuse, store_dir)  # replaces the live dir; the checkpoint dir stays
         elif store_dir.exists():
@@ -324,14 +328,3 @@ def _checkpoint_millis(checkpoint_id: str | None) -> int | None:
 
 def _spec(store: str, config: Mapping[str, str]) -> StoreSpec:
     return store_specs({f"stores.{store}.{key}": value for key, value in config.items()})[store]
-
-
-def _delete_checkpoint_dir(path: Path) -> None:
-    # The marker goes first: a dir half deleted must never pass for a usable checkpoint later.
-    try:
-        (path / MARKER_FILE).unlink(missing_ok=True)
-        shutil.rmtree(path)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise StoreError(f"cannot delete checkpoint dir {path}: {e}; delete it by hand") from e
