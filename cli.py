@@ -1,4 +1,4 @@
-"""The `samsa` command: run a job, list config keys, show or reset checkpoints."""
+"""The `samsa` command: run a job, list config keys, show or reset checkpoints, inspect and check state."""
 
 from __future__ import annotations
 
@@ -7,12 +7,17 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
 from samsa.streams import SystemStreamPartition
+
+if TYPE_CHECKING:
+    from samsa.checkpoint.model import AnyCheckpoint
+    from samsa.stores.blobstore.settings import BlobStoreSettings
 
 log = logging.getLogger("samsa")
 
@@ -161,6 +166,132 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _last_checkpoints(job: JobConfig) -> tuple[list[str], dict[str, AnyCheckpoint]]:
+    """(every task of the job or its checkpoints, in order; each task's last checkpoint)."""
+    from samsa.checkpoint.versions import checkpoint_versions
+    from samsa.runtime.coordinator import checkpoint_manager
+
+    checkpoints = checkpoint_manager(job).read_last(checkpoint_versions(job.config)[1])
+    return sorted(set(_job_tasks(job)) | set(checkpoints), key=_task_order), checkpoints
+
+
+def _blob_settings(job: JobConfig) -> BlobStoreSettings:
+    """The job's blob store; a local dir must exist (opening it would create an empty one)."""
+    from samsa.runtime.state import blob_store_settings
+    from samsa.stores.blobstore.factory import LocalDirAdmin
+
+    settings = blob_store_settings(job)
+    if not settings.s3_bucket:
+        LocalDirAdmin(settings).validate_resources()
+    return settings
+
+
+def _cmd_state_ls(args: argparse.Namespace) -> int:
+    from samsa.runtime.state import changelogs
+    from samsa.stores.blobstore.tool import blob_snapshots, list_state, opened_store, render_state
+    from samsa.stores.factory import store_specs
+
+    job = _load(args)
+    tasks, checkpoints = _last_checkpoints(job)
+    logs = changelogs(job, store_specs(job.config))
+    print(f"state of job {job.job_key} at its last checkpoints")
+    if not blob_snapshots(tasks, checkpoints):
+        rows = list_state(tasks, checkpoints, None, job.name, job.id, logs)
+    else:
+        settings = _blob_settings(job)
+        print(f"blob store {settings.location}")
+        with opened_store(settings) as store:
+            rows = list_state(tasks, checkpoints, store, job.name, job.id, logs)
+    for line in render_state(rows):
+        print(line)
+    return 0
+
+
+def _cmd_state_show(args: argparse.Namespace) -> int:
+    from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata
+    from samsa.stores.blobstore.index import SnapshotIndex
+    from samsa.stores.blobstore.tool import index_json, opened_store, read_index_bytes, render_index
+
+    job = _load(args)
+    with opened_store(_blob_settings(job)) as store:
+        base = BlobMetadata(SNAPSHOT_INDEX_PATH, -1, job.name, job.id, "", "")
+        data = read_index_bytes(store, args.index_blob_id, base)
+    if args.json:
+        print(index_json(data, args.index_blob_id))
+        return 0
+    for line in render_index(args.index_blob_id, SnapshotIndex.from_bytes(data, args.index_blob_id)):
+        print(line)
+    return 0
+
+
+def _cmd_state_download(args: argparse.Namespace) -> int:
+    from samsa.stores.blobstore.tool import download_snapshot, find_snapshot, opened_store
+    from samsa.stores.blobstore.transfer import BlobTransfer
+
+    job = _load(args)
+    tasks, checkpoints = _last_checkpoints(job)
+    ref = find_snapshot(tasks, checkpoints, args.task, args.store)
+    settings = _blob_settings(job)
+    with opened_store(settings) as store:
+        transfer = BlobTransfer(store, settings.chunk_size)
+        result = download_snapshot(transfer, ref, args.to, job.name, job.id)
+    print(
+        f"downloaded store {ref.store} of task {ref.task} (checkpoint {ref.checkpoint_id}, snapshot index "
+        f"{ref.index_blob_id}) into {args.to}: {result.files} file(s), {result.bytes} bytes in "
+        f"{result.seconds:.2f} s"
+    )
+    return 0
+
+
+def _cmd_blobstore_verify(args: argparse.Namespace) -> int:
+    from samsa.stores.blobstore.tool import blob_snapshots, opened_store, verify_snapshots
+
+    job = _load(args)
+    tasks, checkpoints = _last_checkpoints(job)
+    refs = blob_snapshots(tasks, checkpoints)
+    if not refs:
+        print(f"job {job.job_key}: its last checkpoints name no blob-store snapshot; nothing to verify")
+        return 0
+    settings = _blob_settings(job)
+    print(f"verifying the blob-store snapshots of job {job.job_key} in {settings.location}")
+    with opened_store(settings) as store:
+        report = verify_snapshots(store, refs, job.name, job.id, settings.download_parallelism)
+    for problem in report.problems:
+        print(problem.line())
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
+    from samsa.stores.blobstore.factory import blob_store_admin
+    from samsa.stores.blobstore.local import LocalDirBlobStore
+    from samsa.stores.blobstore.tool import blob_snapshots, gc_local, opened_store, referenced_blobs
+
+    job = _load(args)
+    settings = _blob_settings(job)
+    if settings.s3_bucket:
+        print(
+            f"blob store {settings.location}: the bucket's lifecycle rule deletes expired blobs "
+            f"(tagged objects older than {settings.ttl_days} days); checking the rule"
+        )
+        blob_store_admin(settings).validate_resources()
+        print("the lifecycle rule is in place")
+        return 0
+    tasks, checkpoints = _last_checkpoints(job)
+    with opened_store(settings) as store:
+        assert isinstance(store, LocalDirBlobStore)
+        used, unreadable = referenced_blobs(store, blob_snapshots(tasks, checkpoints), job.name, job.id)
+        if unreadable:
+            names = ", ".join(f"{r.task}/{r.store} ({r.index_blob_id})" for r in unreadable)
+            print(
+                f"warning: snapshot index(es) of {names} cannot be read; `samsa blobstore verify` checks them"
+            )
+        report = gc_local(store, used, dry_run=args.dry_run)
+    for line in report.lines(settings.location):
+        print(line)
+    return 0
+
+
 def _task_order(name: str) -> tuple[int, str]:
     tail = name.rsplit(" ", 1)[-1]
     return (int(tail), name) if tail.isdigit() else (sys.maxsize, name)
@@ -202,6 +333,33 @@ def _parser() -> argparse.ArgumentParser:
     reset.add_argument("--to", required=True, help="earliest, latest, epoch ms, or ISO time")
     reset.add_argument("--task", action="append", help="only this task (repeatable)")
     reset.set_defaults(func=_cmd_checkpoint_reset)
+
+    state = sub.add_parser("state", help="inspect the checkpointed state of stores (blob-store snapshots)")
+    st = state.add_subparsers(dest="state_cmd", required=True)
+    ls = st.add_parser("ls", help="list each task's checkpointed stores and their snapshots")
+    job_args(ls)
+    ls.set_defaults(func=_cmd_state_ls)
+    show_index = st.add_parser("show", help="print a snapshot index: metadata and files")
+    job_args(show_index)
+    show_index.add_argument("index_blob_id", metavar="INDEX-BLOB-ID", help="as `samsa state ls` prints it")
+    show_index.add_argument("--json", action="store_true", help="print the index JSON itself")
+    show_index.set_defaults(func=_cmd_state_show)
+    download = st.add_parser("download", help="download a store's last checkpointed snapshot into a dir")
+    job_args(download)
+    download.add_argument("--task", required=True, help="task name, e.g. 'Partition 0'")
+    download.add_argument("--store", required=True, help="store name")
+    download.add_argument("--to", required=True, type=Path, help="a new or empty dir")
+    download.set_defaults(func=_cmd_state_download)
+
+    blobstore = sub.add_parser("blobstore", help="check or clean the job's blob store")
+    bs = blobstore.add_subparsers(dest="blobstore_cmd", required=True)
+    verify = bs.add_parser("verify", help="check every blob of the last checkpoints' snapshots (exit 1: bad)")
+    job_args(verify)
+    verify.set_defaults(func=_cmd_blobstore_verify)
+    gc = bs.add_parser("gc", help="delete expired blobs of commits that never completed (local dir store)")
+    job_args(gc)
+    gc.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
+    gc.set_defaults(func=_cmd_blobstore_gc)
     return parser
 
 

@@ -59,6 +59,14 @@ CONTAINER_RESTORE_SECONDS = "samsa_container_restore_seconds"
 CONTAINER_UPTIME_SECONDS = "samsa_container_uptime_seconds"
 STORE_RESTORED_RECORDS = "samsa_store_restored_records"
 STORE_RESTORED_BYTES = "samsa_store_restored_bytes"
+BLOB_FILES_UPLOADED = "samsa_blobstore_uploaded_files_total"
+BLOB_BYTES_UPLOADED = "samsa_blobstore_uploaded_bytes_total"
+BLOB_FILES_RETAINED = "samsa_blobstore_retained_files"
+BLOB_BYTES_RETAINED = "samsa_blobstore_retained_bytes"
+BLOB_UPLOAD_SECONDS = "samsa_blobstore_upload_seconds"
+BLOB_FILES_DOWNLOADED = "samsa_blobstore_downloaded_files"
+BLOB_BYTES_DOWNLOADED = "samsa_blobstore_downloaded_bytes"
+BLOB_RESTORE_SECONDS = "samsa_blobstore_restore_seconds"
 
 Kind = Literal["counter", "gauge", "timer"]
 LabelKey = tuple[tuple[str, str], ...]

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
@@ -18,7 +19,11 @@ from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import Markers, StateBackendFactory
-from samsa.stores.backends import CHANGELOG
+from samsa.stores.backends import BLOBSTORE, CHANGELOG, store_backends
+from samsa.stores.blobstore.backup import UploadStats
+from samsa.stores.blobstore.factory import BlobStoreBackendFactory, blob_store_admin
+from samsa.stores.blobstore.restore import RestoreStats
+from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.changelog.admin import ChangelogAdmin
 from samsa.stores.changelog.factory import ChangelogBackendFactory
 from samsa.stores.changelog.marker import ChangelogMarker
@@ -58,9 +63,37 @@ def changelog_system(job: JobConfig, logs: Mapping[str, SystemStream]) -> str | 
     return next(iter(systems), None)
 
 
+def blob_store_settings(job: JobConfig) -> BlobStoreSettings:
+    """The job's `blobstore.*` keys (the local directory defaults to `<logged store dir>/blobstore`)."""
+    c = job.config
+    local = c.value("blobstore.local.dir")
+    return BlobStoreSettings(
+        job_name=job.name,
+        job_id=job.id,
+        local_dir=Path(local) if local else job.logged_store_dir / "blobstore",
+        s3_bucket=c.value("blobstore.s3.bucket"),
+        s3_prefix=c.value("blobstore.s3.prefix") or "",
+        s3_endpoint_url=c.value("blobstore.s3.endpoint.url"),
+        s3_region=c.value("blobstore.s3.region"),
+        chunk_size=c.value("blobstore.chunk.size"),
+        upload_parallelism=c.value("blobstore.upload.parallelism"),
+        download_parallelism=c.value("blobstore.download.parallelism"),
+        ttl_days=c.value("blobstore.ttl.days"),
+        retry_max_duration_ms=c.value("blobstore.retry.max.duration.ms"),
+    )
+
+
+def blob_backed_stores(job: JobConfig, specs: Mapping[str, StoreSpec]) -> list[str]:
+    """The stores the blob store backs up."""
+    return [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
+
+
 def create_changelogs(job: JobConfig, task_count: int) -> None:
-    """Creates (or checks) every changelog topic: compacted, one partition per task."""
+    """Creates (or checks) the state backends' resources: changelog topics (compacted, one partition per
+    task) and the blob store's location (bucket lifecycle rule, or directory)."""
     specs = store_specs(job.config)
+    if blob_backed_stores(job, specs):
+        blob_store_admin(blob_store_settings(job)).create_resources()
     logs = changelogs(job, specs)
     if not logs:
         return
@@ -113,6 +146,17 @@ class ContainerState:
             backends[CHANGELOG] = self._changelog_factory
         else:
             self._changelog_factory = None
+        self._registry: m.MetricsRegistry | None = None
+        blob_stores = blob_backed_stores(job, self.specs)
+        self._blob_factory: BlobStoreBackendFactory | None = None
+        if blob_stores:
+            self._blob_factory = BlobStoreBackendFactory(
+                blob_store_settings(job),
+                blob_stores,
+                on_upload=self._record_upload,
+                on_restore=self._record_restore,
+            )
+            backends[BLOBSTORE] = self._blob_factory
         tasks = [TaskStoresModel(t.name, changelog_partition(t)) for t in model.tasks]
         self.storage = ContainerStorage(
             job.job_key,
@@ -133,6 +177,7 @@ class ContainerState:
         self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event, registry: m.MetricsRegistry
     ) -> dict[str, TaskStorage]:
         """Restores every durable store to its checkpoint, then opens all stores for processing."""
+        self._registry = registry
         markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
         ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
         timer = registry.timer(m.CONTAINER_RESTORE_SECONDS, "Time restoring stores at start", {})
@@ -149,6 +194,30 @@ class ContainerState:
         for name, storage in opened.items():
             self.commit_managers[name] = self._commit_manager(storage, markers[name])
         return opened
+
+    def _record_upload(self, stats: UploadStats) -> None:
+        if self._registry is None:
+            return
+        r, labels = self._registry, {"task": stats.task, "store": stats.store}
+        r.counter(m.BLOB_FILES_UPLOADED, "Files uploaded to the blob store", labels).inc(stats.files_uploaded)
+        r.counter(m.BLOB_BYTES_UPLOADED, "Bytes uploaded to the blob store", labels).inc(stats.bytes_uploaded)
+        doc = "Files of the last snapshot already in the blob store (not uploaded again)"
+        r.gauge(m.BLOB_FILES_RETAINED, doc, labels).set(stats.files_retained)
+        doc = "Bytes of the last snapshot already in the blob store (not uploaded again)"
+        r.gauge(m.BLOB_BYTES_RETAINED, doc, labels).set(stats.bytes_retained)
+        doc = "Time uploading one store's snapshot at a commit"
+        r.timer(m.BLOB_UPLOAD_SECONDS, doc, labels).update_ns(int(stats.seconds * 1e9))
+
+    def _record_restore(self, stats: RestoreStats) -> None:
+        if self._registry is None:
+            return
+        r, labels = self._registry, {"task": stats.task, "store": stats.store}
+        doc = "Files downloaded from the blob store at start"
+        r.gauge(m.BLOB_FILES_DOWNLOADED, doc, labels).set(stats.files_downloaded)
+        doc = "Bytes downloaded from the blob store at start"
+        r.gauge(m.BLOB_BYTES_DOWNLOADED, doc, labels).set(stats.bytes_downloaded)
+        doc = "Time restoring one store from the blob store at start"
+        r.gauge(m.BLOB_RESTORE_SECONDS, doc, labels).set(stats.seconds)
 
     def _restore_markers(self, checkpoint: AnyCheckpoint | None) -> dict[str, Markers] | None:
         if checkpoint is None:
@@ -231,3 +300,5 @@ class ContainerState:
             manager.close()
         if self._changelog_factory is not None:
             self._changelog_factory.close()
+        if self._blob_factory is not None:
+            self._blob_factory.close()

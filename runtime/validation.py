@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from samsa.checkpoint.versions import READ_VERSIONS_KEY, WRITE_VERSIONS_KEY, checkpoint_versions
 from samsa.exceptions import SamsaError
 from samsa.runtime.classpath import load_object
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.task import StreamTask
 from samsa.serde.registry import SerdeRegistry
+from samsa.stores.backends import BLOBSTORE, store_backends
 from samsa.stores.factory import store_specs
 from samsa.streams import SystemStream
 
@@ -34,9 +36,27 @@ def check_job(job: JobConfig) -> None:
         settings = job.stream(stream)
         for part, name in (("key", settings.key_serde), ("msg", settings.msg_serde)):
             _resolve(serdes, name, serde_key(job, stream, part), stream.stream, part == "key")
-    for store, spec in store_specs(job.config).items():
+    specs = store_specs(job.config)
+    for store, spec in specs.items():
         _resolve(serdes, spec.key_serde, f"stores.{store}.key.serde", None, True)
         _resolve(serdes, spec.msg_serde, f"stores.{store}.msg.serde", None, False)
+    _check_blob_checkpoints(
+        job, [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
+    )
+
+
+def _check_blob_checkpoints(job: JobConfig, blob_stores: list[str]) -> None:
+    # Snapshot index ids live in Checkpoint V2 only: without it a blob-backed store restores nothing
+    # (Samza's silent no-op when reading V1 only).
+    if not blob_stores:
+        return
+    write, read = checkpoint_versions(job.config)
+    for key, versions in ((WRITE_VERSIONS_KEY, write), (READ_VERSIONS_KEY, read)):
+        if 2 not in versions:
+            raise ConfigError(
+                f"{key}={','.join(map(str, versions))}: store(s) {', '.join(blob_stores)} are backed up "
+                "to the blob store, whose snapshots only Checkpoint V2 records; add 2 to it"
+            )
 
 
 def _resolve(serdes: SerdeRegistry, name: str, key: str, topic: str | None, is_key: bool) -> None:

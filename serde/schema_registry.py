@@ -1,8 +1,10 @@
-"""A minimal thread-safe client for the Confluent Schema Registry REST API (stdlib HTTP, tenacity retries)."""
+"""A minimal thread-safe client for the Confluent Schema Registry REST API (stdlib HTTP, with retries)."""
 
 import base64
 import http.client
+import itertools
 import json
+import math
 import threading
 import urllib.error
 import urllib.parse
@@ -10,8 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-import tenacity
-
+from samsa.retrying import retry_call
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -108,24 +109,29 @@ class SchemaRegistryClient:
 
     def _request(self, method: str, path: str, payload: Any = None) -> Any:
         data = None if payload is None else json.dumps(payload).encode("utf-8")
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self._attempts),
-            wait=tenacity.wait_exponential(multiplier=self._retry_wait_s, max=5.0),
-            retry=tenacity.retry_if_exception_type(_TransientError),
-            reraise=True,
-        )
+        attempts = itertools.count()
+
+        def attempt() -> Any:
+            base = self._urls[next(attempts) % len(self._urls)]  # each retry moves on to the next URL
+            return self._send(method, base + path, data)
+
         try:
-            for attempt in retrying:
-                with attempt:
-                    base = self._urls[(attempt.retry_state.attempt_number - 1) % len(self._urls)]
-                    return self._send(method, base + path, data)
+            return retry_call(
+                attempt,
+                retriable=lambda exc: isinstance(exc, _TransientError),
+                max_duration_s=math.inf,
+                max_attempts=self._attempts,
+                initial_delay_s=self._retry_wait_s,
+                max_delay_s=5.0,
+                jitter=0.0,
+                what=f"schema registry {method} {path}",
+            )
         except _TransientError as exc:
             raise SchemaRegistryError(
                 f"schema registry {self.url} failed {method} {path} after {self._attempts} attempts: "
                 f"{exc.reason}; check schema.registry.url and that the registry is up",
                 status=exc.status,
             ) from exc
-        raise AssertionError("tenacity returned without a result")  # unreachable: reraise=True
 
     def _send(self, method: str, url: str, data: bytes | None) -> Any:
         request = urllib.request.Request(url, data=data, method=method, headers=self._headers)

@@ -78,6 +78,9 @@ class RestoreProgress:
     bytes: int = 0
     total_records: int | None = None  # None while unknown
     done: bool = False
+    #: Files downloaded by a bulk (blob-store) restore, and how many it downloads in all (None: unknown).
+    files: int = 0
+    total_files: int | None = None
 
 
 @dataclass
@@ -96,6 +99,12 @@ class TaskStoresContext:
     progress: dict[str, RestoreProgress] = field(default_factory=dict)
     #: Opened engines, by store name, once the storage manager has opened them (backup managers need them).
     engines: dict[str, Any] = field(default_factory=dict)
+    #: The markers of the checkpoint being restored, by backend then store (every backend's, so that a
+    #: restore manager can record them all in the local checkpoint dir it leaves).
+    checkpoint_markers: dict[str, Markers] = field(default_factory=dict)
+    #: Stores whose changelog tail the changelog backend replays after another backend restored them: that
+    #: backend leaves them as a local checkpoint dir, which the changelog restore takes over.
+    tail_restored: frozenset[str] = frozenset()
 
 
 class StateBackendFactory(Protocol):

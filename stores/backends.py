@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from samsa.stores.backend import Markers
 from samsa.stores.exceptions import StoreConfigError
-from samsa.stores.factory import StoreSpec
+from samsa.stores.factory import ROCKSDB, StoreSpec
 
 CHANGELOG = "changelog"
 BLOBSTORE = "blobstore"
@@ -16,7 +16,6 @@ _ALIASES = {
     "org.apache.samza.storage.KafkaChangelogStateBackendFactory": CHANGELOG,
     "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory": BLOBSTORE,
 }
-_NOT_YET = {BLOBSTORE: "blob-store backup arrives with the blob-store backend"}
 
 
 @dataclass(frozen=True)
@@ -43,10 +42,10 @@ def _factories(config: Mapping[str, str], keys: tuple[str, ...]) -> tuple[str, t
         if key in config:  # present, even empty, wins (Samza)
             names = tuple(_ALIASES.get(n.strip(), n.strip()) for n in config[key].split(",") if n.strip())
             for name in names:
-                if name in _NOT_YET:
-                    raise StoreConfigError(key, f"{name} is not supported yet ({_NOT_YET[name]})")
-                if name != CHANGELOG:
-                    raise StoreConfigError(key, f"unknown state backend {name!r}; use {CHANGELOG}")
+                if name not in (CHANGELOG, BLOBSTORE):
+                    raise StoreConfigError(
+                        key, f"unknown state backend {name!r}; use {CHANGELOG} and/or {BLOBSTORE}"
+                    )
             return key, names
     return None
 
@@ -62,6 +61,12 @@ def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
     if CHANGELOG in backup and not spec.changelog:
         raise StoreConfigError(
             f"stores.{s}.changelog", f"is required: {backup_key} backs store {s!r} up to it"
+        )
+    if BLOBSTORE in backup and spec.factory != ROCKSDB:
+        raise StoreConfigError(
+            backup_key or f"stores.{s}.backup.factories",
+            f"the blob store backs up RocksDB stores only, and store {s!r} is {spec.factory}; back it up "
+            f"with {CHANGELOG} (stores.{s}.backup.factories={CHANGELOG})",
         )
     own = _factories(config, (f"stores.{s}.restore.factories",))
     job = _factories(config, ("stores.restore.factories", "task.restore.factories")) if backup else None

@@ -114,7 +114,7 @@ def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str]) -> None
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)
-        _fsync_dir(dir)
+        fsync_dir(dir)
     except OSError as e:
         raise StoreError(f"cannot write checkpoint marker {target}: {e}") from e
 
@@ -231,11 +231,11 @@ def restore_store_dir(checkpoint_dir: Path, store_dir: Path) -> None:
         if staging.exists():
             shutil.rmtree(staging)
         _link_or_copy_tree(checkpoint_dir, staging)
-        _fsync_dir(staging)
+        fsync_dir(staging)
         if store_dir.exists():
             shutil.rmtree(store_dir)
         os.rename(staging, store_dir)
-        _fsync_dir(store_dir.parent)
+        fsync_dir(store_dir.parent)
     except OSError as e:
         raise StoreError(
             f"cannot restore store dir {store_dir} from checkpoint dir {checkpoint_dir}: {e}"
@@ -270,7 +270,8 @@ def _copy_durably(source: Path, dest: Path) -> None:
         os.fsync(copied.fileno())
 
 
-def _fsync_dir(dir: Path) -> None:
+def fsync_dir(dir: Path) -> None:
+    """fsync a directory, so that entries created or renamed in it survive a power loss."""
     # Makes a rename or a new entry in `dir` survive a power loss (POSIX only syncs the file's data).
     fd = os.open(dir, os.O_RDONLY)
     try:

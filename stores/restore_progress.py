@@ -26,6 +26,12 @@ def describe(p: RestoreProgress, elapsed: float) -> str:
     if p.total_records is not None and rate > 0 and not p.done:
         eta = f", ETA {max(0.0, (p.total_records - p.records) / rate):.0f} s"
     state = "done" if p.done else f"{rate:,.0f} records/s{eta}"
+    if p.total_files is not None:  # a bulk download: files, not records
+        files_rate = p.files / elapsed if elapsed > 0 else 0.0
+        state = "done" if p.done else f"{p.bytes / 1e6 / max(elapsed, 1e-9):,.1f} MB/s"
+        if not p.done and files_rate > 0:
+            state += f", ETA {max(0.0, (p.total_files - p.files) / files_rate):.0f} s"
+        return f"{p.task}/{p.store}: {p.files:,} of {p.total_files:,} files, {p.bytes / 1e6:.1f} MB, {state}"
     return f"{p.task}/{p.store}: {p.records:,}{total} records, {p.bytes / 1e6:.1f} MB, {state}"
 
 

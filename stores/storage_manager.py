@@ -27,6 +27,12 @@ from samsa.stores.backend import (
     TaskStoresContext,
 )
 from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
+from samsa.stores.blobstore.exceptions import (
+    BlobDeletedError,
+    CorruptBlobError,
+    IndexFormatError,
+    UnsafeIndexError,
+)
 from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
@@ -49,6 +55,66 @@ class TaskStoresModel:
 
     name: str
     changelog_partition: int
+
+
+# A bulk backend's snapshot that is gone or unreadable: a store that also has a changelog restores from it.
+FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
+    BlobDeletedError,
+    CorruptBlobError,
+    IndexFormatError,
+    UnsafeIndexError,
+)
+
+
+class StoreRestore:
+    """Restores one store: from its primary backend, then replays its changelog tail when it has one.
+
+    When the primary's snapshot is missing or corrupt (`FALLBACK_ERRORS`) and the store has a changelog,
+    the changelog restores it instead, and the log says so.
+    """
+
+    def __init__(
+        self,
+        store: str,
+        task: str,
+        primary: TaskRestoreManager | None,
+        changelog: Callable[[], TaskRestoreManager] | None,
+        failed: BaseException | None = None,
+    ) -> None:
+        self.store = store
+        self.task = task
+        self._primary = primary
+        self._changelog = changelog
+        self._failed = failed
+
+    def restore(self, stop: threading.Event) -> None:
+        if self._primary is not None:
+            try:
+                self._primary.restore(stop)
+            except FALLBACK_ERRORS as e:
+                if self._changelog is None:
+                    raise
+                self._failed = e
+            finally:
+                self._primary.close()
+                self._primary = None
+        if self._failed is not None:
+            log.warning(
+                "store %s of task %s: restoring from its changelog instead of the blob store: %s",
+                self.store,
+                self.task,
+                self._failed,
+            )
+        if self._changelog is not None:
+            manager = self._changelog()
+            try:
+                manager.restore(stop)
+            finally:
+                manager.close()
+
+    def close(self) -> None:
+        if self._primary is not None:
+            self._primary.close()
 
 
 class TaskStorage:
@@ -120,7 +186,7 @@ class ContainerStorage:
     ) -> None:
         """Wipes non-durable stores, then restores every durable store of every task, in parallel.
         `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
-        managers: list[TaskRestoreManager] = []
+        managers: list[StoreRestore] = []
         for task in self.tasks:
             context = self.contexts[task.name]
             self._open_in_memory_engines(context)
@@ -128,15 +194,13 @@ class ContainerStorage:
                 if not backends.durable:
                     self._wipe(context.store_dirs[name], task.name, name)
             task_markers = markers.get(task.name)
+            checkpoint_id = checkpoint_ids.get(task.name)
             for name, backends in self.store_backends.items():
                 backend = backends.restore_from(name, task_markers)
                 if backend is None:
                     continue
                 # One manager per store: every store of every task restores in parallel.
-                manager = self.backends[backend].restore_manager(self._subset(context, [name]))
-                backend_markers = dict(task_markers.get(backend, {})) if task_markers else None
-                manager.init(backend_markers, checkpoint_ids.get(task.name))
-                managers.append(manager)
+                managers.append(self._store_restore(context, name, backend, task_markers, checkpoint_id))
         if not managers:
             return
         progress = [p for c in self.contexts.values() for p in c.progress.values()]
@@ -154,13 +218,55 @@ class ContainerStorage:
                 raise
 
     @staticmethod
-    def _restore_one(manager: TaskRestoreManager, stop: threading.Event) -> None:
+    def _restore_one(manager: StoreRestore, stop: threading.Event) -> None:
         try:
             manager.restore(stop)
         finally:
             manager.close()
 
-    def _subset(self, context: TaskStoresContext, stores: list[str]) -> TaskStoresContext:
+    def _store_restore(
+        self,
+        context: TaskStoresContext,
+        store: str,
+        backend: str,
+        task_markers: Mapping[str, Markers] | None,
+        checkpoint_id: str | None,
+    ) -> StoreRestore:
+        """The restore of one store from `backend`, followed by its changelog tail when it has one."""
+        changelog_markers = dict(task_markers.get(CHANGELOG, {})) if task_markers else None
+        tail = (
+            backend != CHANGELOG
+            and CHANGELOG in self.store_backends[store].backup
+            and changelog_markers is not None
+            and store in changelog_markers
+        )
+        sub = self._subset(context, [store], task_markers, tail)
+        backend_markers = dict(task_markers.get(backend, {})) if task_markers else None
+        changelog: Callable[[], TaskRestoreManager] | None = None
+        if tail:
+
+            def changelog() -> TaskRestoreManager:
+                manager = self.backends[CHANGELOG].restore_manager(sub)
+                manager.init(changelog_markers, checkpoint_id)
+                return manager
+
+        primary = self.backends[backend].restore_manager(sub)
+        try:
+            primary.init(backend_markers, checkpoint_id)
+        except FALLBACK_ERRORS as e:
+            primary.close()
+            if changelog is None:
+                raise
+            return StoreRestore(store, context.task_name, None, changelog, e)
+        return StoreRestore(store, context.task_name, primary, changelog)
+
+    def _subset(
+        self,
+        context: TaskStoresContext,
+        stores: list[str],
+        task_markers: Mapping[str, Markers] | None = None,
+        tail: bool = False,
+    ) -> TaskStoresContext:
         sub = TaskStoresContext(
             context.job_key,
             context.task_name,
@@ -169,6 +275,8 @@ class ContainerStorage:
             {s: context.store_configs[s] for s in stores},
             context.progress,
             context.engines,
+            {backend: dict(m) for backend, m in (task_markers or {}).items()},
+            frozenset(stores) if tail else frozenset(),
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))

@@ -3,7 +3,6 @@
 from samsa.runtime.config.registry import Key, KeyRegistry
 
 _DURABLE = "durable state arrives with changelogs and state backends"
-_BLOB = "blob-store backup arrives with the blob-store backend"
 _ADJUNCT = "adjunct data stores are not built yet"
 _EOS = "exactly-once processing is not built yet"
 _SPARK = "Spark deployment is not built yet"
@@ -250,11 +249,50 @@ KEYS = [
         "Checkpoint versions read at start, in priority order.",
         default="2,1",
     ),
-    Key("blobstore.local.dir", "path", "Embedded blob store directory.", not_yet=_BLOB),
-    Key("blobstore.s3.bucket", "str", "S3 bucket of the blob store.", not_yet=_BLOB),
-    Key("blobstore.s3.prefix", "str", "S3 key prefix.", not_yet=_BLOB),
-    Key("blobstore.s3.endpoint.url", "str", "S3 endpoint URL.", not_yet=_BLOB),
-    Key("blobstore.s3.region", "str", "S3 region.", not_yet=_BLOB),
+    Key(
+        "blobstore.local.dir",
+        "path",
+        "Embedded blob store directory (default: <job.logged.store.base.dir>/blobstore).",
+    ),
+    Key("blobstore.s3.bucket", "str", "S3 bucket of the blob store; setting it selects S3."),
+    Key("blobstore.s3.prefix", "str", "S3 key prefix of the job's blobs (default: the bucket's root)."),
+    Key("blobstore.s3.endpoint.url", "str", "S3 endpoint URL (S3-compatible stores, tests)."),
+    Key("blobstore.s3.region", "str", "S3 region (default: boto3's configuration chain)."),
+    Key(
+        "blobstore.chunk.size",
+        "int",
+        "Files larger than this (bytes) are stored as several blobs.",
+        default=str(64 * 1024 * 1024),
+        minimum=1024,
+    ),
+    Key(
+        "blobstore.upload.parallelism",
+        "int",
+        "Blob uploads in flight per container.",
+        default="8",
+        minimum=1,
+    ),
+    Key(
+        "blobstore.download.parallelism",
+        "int",
+        "Blob downloads in flight per container while restoring.",
+        default="8",
+        minimum=1,
+    ),
+    Key(
+        "blobstore.ttl.days",
+        "int",
+        "Days before a blob of a commit that never completed expires.",
+        default="30",
+        minimum=1,
+    ),
+    Key(
+        "blobstore.retry.max.duration.ms",
+        "int",
+        "How long a failing blob request is retried (throttling, 5xx, timeouts) before the commit fails.",
+        default="900000",
+        minimum=0,
+    ),
     # Adjunct stores
     Key("stores.<s>.adstore.input", "str", "Stream feeding the adjunct store.", not_yet=_ADJUNCT),
     Key("stores.<s>.adstore.key.value.extractor.factory", "str", "Key/value extractor.", not_yet=_ADJUNCT),

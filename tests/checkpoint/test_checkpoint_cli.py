@@ -88,7 +88,7 @@ def test_reset_after_rerun_reprocesses_from_the_start(
     [
         ("task.comit.ms=5", "task.commit.ms"),
         ("task.commit.ms=soon", "task.commit.ms"),
-        ("blobstore.s3.bucket=b", "not supported yet"),
+        ("blobstore.chunk.size=10", "blobstore.chunk.size"),
         ("job.processing.guarantee=exactly-once", "exactly_once"),
         ("systems.kafka.consumer.fetch.bogus.bytes=1", "librdkafka rejects it"),
     ],

@@ -38,13 +38,31 @@ def test_changelog_backup_needs_a_changelog() -> None:
         store_backends({"stores.backup.factories": "changelog"}, PLAIN)
 
 
-@pytest.mark.parametrize(
-    ("value", "message"), [("blobstore", "not supported yet"), ("hdfs", "unknown state backend")]
-)
-def test_unbuilt_or_unknown_backends_are_named(value: str, message: str) -> None:
-    with pytest.raises(StoreConfigError, match=message) as info:
-        store_backends({"stores.backup.factories": value}, LOGGED)
+def test_unknown_backends_are_named() -> None:
+    with pytest.raises(StoreConfigError, match="unknown state backend 'hdfs'") as info:
+        store_backends({"stores.backup.factories": "hdfs"}, LOGGED)
     assert "stores.backup.factories" in str(info.value)
+
+
+def test_dual_backup_and_migration_steps() -> None:
+    dual = {"stores.backup.factories": "changelog,blobstore"}
+    assert store_backends(dual, LOGGED) == StoreBackends(
+        ("changelog", "blobstore"), ("changelog", "blobstore")
+    )
+    blob_first = {**dual, "stores.restore.factories": "blobstore,changelog"}
+    assert store_backends(blob_first, LOGGED).restore == ("blobstore", "changelog")
+    samza_class = {
+        "stores.backup.factories": "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
+    }
+    assert store_backends(samza_class, PLAIN) == StoreBackends(("blobstore",), ("blobstore",))
+
+
+def test_the_blob_store_backs_up_rocksdb_stores_only() -> None:
+    in_memory = StoreSpec("s", "inmemory", changelog="kafka.s-log")
+    with pytest.raises(
+        StoreConfigError, match=r"RocksDB stores only.*stores\.s\.backup\.factories=changelog"
+    ):
+        store_backends({"stores.backup.factories": "blobstore"}, in_memory)
 
 
 def test_restore_uses_the_first_factory_with_a_marker() -> None:

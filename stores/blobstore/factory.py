@@ -1,0 +1,152 @@
+"""The blob-store state backend: its factory, the blob store it talks to, and its admin."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from samsa.stores.backend import (
+    StateBackendAdmin,
+    StateBackendFactory,
+    TaskBackupManager,
+    TaskRestoreManager,
+    TaskStoresContext,
+)
+from samsa.stores.blobstore.api import BlobStoreManager
+from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
+from samsa.stores.blobstore.exceptions import BlobStoreError
+from samsa.stores.blobstore.local import LocalDirBlobStore
+from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
+from samsa.stores.blobstore.s3 import S3BlobStore, S3BlobStoreAdmin
+from samsa.stores.blobstore.settings import BlobStoreSettings
+from samsa.stores.blobstore.transfer import BlobTransfer
+
+log = logging.getLogger(__name__)
+
+# Uploads and cleanups of a container's tasks; they wait on the blob store's I/O pool, never run I/O.
+_COMMIT_THREADS = 4
+
+
+def open_blob_store(settings: BlobStoreSettings, executor: Executor) -> BlobStoreManager:
+    """The job's blob store (S3 when a bucket is set, else the local directory), doing I/O on `executor`."""
+    store: BlobStoreManager
+    if settings.s3_bucket:
+        store = S3BlobStore(
+            settings.s3_bucket,
+            settings.s3_prefix,
+            executor,
+            settings.ttl_days,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            max_retry_duration_s=settings.retry_max_duration_ms / 1000,
+        )
+    else:
+        store = LocalDirBlobStore(settings.local_dir, executor, settings.ttl_days * 86_400.0)
+    store.init()
+    return store
+
+
+class LocalDirAdmin:
+    """The local directory store needs only its directory."""
+
+    def __init__(self, settings: BlobStoreSettings) -> None:
+        self._dir = settings.local_dir
+
+    def create_resources(self) -> None:
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BlobStoreError(f"blobstore.local.dir={self._dir}: cannot create it ({e})") from e
+
+    def validate_resources(self) -> None:
+        if not self._dir.is_dir():
+            raise BlobStoreError(
+                f"blobstore.local.dir={self._dir} does not exist; start the job once to create it"
+            )
+
+
+def blob_store_admin(settings: BlobStoreSettings) -> StateBackendAdmin:
+    if settings.s3_bucket:
+        return S3BlobStoreAdmin(
+            settings.s3_bucket,
+            settings.s3_prefix,
+            settings.ttl_days,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+        )
+    return LocalDirAdmin(settings)
+
+
+class BlobStoreBackendFactory:
+    """`StateBackendFactory` named `blobstore`: RocksDB stores backed up as incremental snapshots.
+
+    `stores` are the stores this backend backs up. Uploads and downloads have their own I/O pools
+    (`blobstore.upload.parallelism`, `blobstore.download.parallelism`) shared by every task of the
+    container, so the parallelism is per container whatever the task count. `backup_store` and
+    `restore_store` replace the configured store (tests wrap it to record every request).
+    """
+
+    name = "blobstore"
+
+    def __init__(
+        self,
+        settings: BlobStoreSettings,
+        stores: Collection[str],
+        *,
+        backup_store: BlobStoreManager | None = None,
+        restore_store: BlobStoreManager | None = None,
+        on_upload: Callable[[UploadStats], None] | None = None,
+        on_restore: Callable[[RestoreStats], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.stores = frozenset(stores)
+        self._on_upload = on_upload
+        self._on_restore = on_restore
+        self._upload_pool = ThreadPoolExecutor(settings.upload_parallelism, "blob-upload")
+        self._download_pool = ThreadPoolExecutor(settings.download_parallelism, "blob-download")
+        self._commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, "blob-commit")
+        self._backup_store = backup_store or open_blob_store(settings, self._upload_pool)
+        self._restore_store = restore_store or open_blob_store(settings, self._download_pool)
+        log.info("blob store: %s", settings.location)
+
+    def backup_manager(self, task: TaskStoresContext) -> BlobStoreBackupManager:
+        return BlobStoreBackupManager(
+            task,
+            sorted(s for s in self.stores if s in task.store_dirs),
+            BlobTransfer(self._backup_store, self.settings.chunk_size),
+            self._commit_pool,
+            self.settings.job_name,
+            self.settings.job_id,
+            self._on_upload,
+        )
+
+    def restore_manager(self, task: TaskStoresContext) -> BlobStoreRestoreManager:
+        return BlobStoreRestoreManager(
+            task,
+            BlobTransfer(self._restore_store, self.settings.chunk_size),
+            self.settings.job_name,
+            self.settings.job_id,
+            self._on_restore,
+        )
+
+    def admin(self, stores: Mapping[str, Mapping[str, str]], task_count: int) -> StateBackendAdmin:
+        return blob_store_admin(self.settings)
+
+    def close(self) -> None:
+        self._commit_pool.shutdown(wait=True)
+        for store in (self._backup_store, self._restore_store):
+            store.close()
+        self._upload_pool.shutdown(wait=True)
+        self._download_pool.shutdown(wait=True)
+
+
+if TYPE_CHECKING:  # the factory and its managers satisfy the backend interfaces (checked by mypy only)
+
+    def _is_backend(factory: BlobStoreBackendFactory, context: TaskStoresContext) -> StateBackendFactory:
+        backup: TaskBackupManager = factory.backup_manager(context)
+        restore: TaskRestoreManager = factory.restore_manager(context)
+        admin: StateBackendAdmin = factory.admin({}, 1)
+        del backup, restore, admin
+        return factory

@@ -1,0 +1,175 @@
+"""Blob-store restore of a task's RocksDB stores: bring back the checkpointed snapshot, in bulk.
+
+Per store: delete the live dir (it may hold writes newer than the checkpoint); reuse the local checkpoint
+dir `<storeDir>-<checkpointId>` when its files match the snapshot index (marker files ignored), otherwise
+delete every local checkpoint dir of the store and download the snapshot's files in parallel into a
+staging dir, verified, then renamed into place. A marker file recording the checkpoint's markers goes into
+the dir, and the live dir is rebuilt from it (hard links), unless the store's changelog tail is replayed
+next: then the changelog restore takes the dir over as a local checkpoint matching its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
+from samsa.stores.blobstore.api import BlobMetadata
+from samsa.stores.blobstore.diff import same_dir
+from samsa.stores.blobstore.index import SnapshotIndex
+from samsa.stores.blobstore.transfer import BlobTransfer
+from samsa.stores.changelog.exceptions import RestoreInterrupted
+from samsa.stores.checkpoint_dirs import (
+    checkpoint_dir,
+    delete_checkpoint_dir,
+    fsync_dir,
+    list_checkpoint_dirs,
+    restore_store_dir,
+    write_marker,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RestoreStats:
+    """What restoring one store took."""
+
+    task: str
+    store: str
+    files_downloaded: int
+    bytes_downloaded: int
+    reused_local: bool
+    seconds: float
+
+
+class BlobStoreRestoreManager:
+    """`TaskRestoreManager` of one task's blob-backed stores (Samza's BlobStoreRestoreManager)."""
+
+    def __init__(
+        self,
+        context: TaskStoresContext,
+        transfer: BlobTransfer,
+        job_name: str,
+        job_id: str,
+        on_restore: Callable[[RestoreStats], None] | None = None,
+    ) -> None:
+        self.context = context
+        self._transfer = transfer
+        self._job = (job_name, job_id)
+        self._on_restore = on_restore
+        #: Store -> (index blob id, index) of the checkpointed snapshot.
+        self.snapshots: dict[str, tuple[str, SnapshotIndex]] = {}
+        #: Store -> whether restore reused the local checkpoint dir (read by tests and logs).
+        self.reused: dict[str, bool] = {}
+
+    def _base(self, store: str) -> BlobMetadata:
+        return BlobMetadata("", -1, self._job[0], self._job[1], self.context.task_name, store)
+
+    def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
+        """Reads the snapshot index of every store the checkpoint has one for."""
+        task = self.context.task_name
+        for store in self.context.store_dirs:
+            blob_id = (markers or {}).get(store)
+            if blob_id is None:
+                if checkpoint_id is not None:
+                    log.warning(
+                        "task %s store %s: checkpoint %s has no blob-store snapshot of it; its local state "
+                        "is kept as it is",
+                        task,
+                        store,
+                        checkpoint_id,
+                    )
+                continue
+            index = self._transfer.get_index(blob_id, self._base(store))
+            if index.metadata.store_name != store or index.metadata.task_name != task:
+                log.warning(
+                    "task %s store %s: snapshot index %s was written for task %s store %s",
+                    task,
+                    store,
+                    blob_id,
+                    index.metadata.task_name,
+                    index.metadata.store_name,
+                )
+            self.snapshots[store] = (blob_id, index)
+            files, _ = index.dir_index.stats()
+            progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
+            progress.total_files = files
+
+    def restore(self, stop: threading.Event) -> None:
+        for store, (_, index) in self.snapshots.items():
+            if stop.is_set():
+                raise RestoreInterrupted(self.context.task_name, store, None)
+            self._restore_store(store, index, stop)
+
+    def _restore_store(self, store: str, index: SnapshotIndex, stop: threading.Event) -> None:
+        started = time.monotonic()
+        task = self.context.task_name
+        store_dir = self.context.store_dirs[store]
+        checkpoint_id = index.metadata.checkpoint_id
+        local = checkpoint_dir(store_dir, checkpoint_id)
+        progress = self.context.progress[store]
+        if store_dir.exists():
+            shutil.rmtree(store_dir)  # never start from a live dir that may be ahead of the checkpoint
+        reused = local.is_dir() and same_dir(local, index.dir_index)
+        if reused:
+            log.info("task %s store %s: reusing local checkpoint dir %s", task, store, local.name)
+        else:
+            # Old checkpoint dirs share SST files with nothing we download: drop them first, so the disk
+            # never holds the store twice.
+            for _, path in list_checkpoint_dirs(store_dir):
+                delete_checkpoint_dir(path)
+            self._download(store, index, local, progress, stop)
+        markers = {
+            backend: stores[store]
+            for backend, stores in self.context.checkpoint_markers.items()
+            if store in stores
+        }
+        write_marker(local, checkpoint_id, markers)
+        if store not in self.context.tail_restored:
+            restore_store_dir(local, store_dir)
+        for other_id, path in list_checkpoint_dirs(store_dir):
+            if other_id != checkpoint_id:
+                delete_checkpoint_dir(path)
+        progress.done = True
+        self.reused[store] = reused
+        seconds = time.monotonic() - started
+        log.info(
+            "restored store %s of task %s from the blob store: %d file(s), %.1f MB%s in %.1f s",
+            store,
+            task,
+            progress.files,
+            progress.bytes / 1e6,
+            " (local checkpoint dir reused)" if reused else "",
+            seconds,
+        )
+        if self._on_restore is not None:
+            self._on_restore(RestoreStats(task, store, progress.files, progress.bytes, reused, seconds))
+
+    def _download(
+        self, store: str, index: SnapshotIndex, local: Path, progress: RestoreProgress, stop: threading.Event
+    ) -> None:
+        staging = local.with_name(local.name + ".tmp")  # a crash's leftover goes with the checkpoint dirs
+        if staging.exists():
+            shutil.rmtree(staging)
+
+        def advance(size: int, files: int) -> None:
+            progress.bytes += size
+            progress.files += files
+
+        try:
+            self._transfer.restore_dir(index.dir_index, staging, self._base(store), stop, advance)
+            os.rename(staging, local)
+            fsync_dir(local.parent)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def close(self) -> None:
+        """The transfer's blob store belongs to the backend factory."""

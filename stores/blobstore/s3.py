@@ -1,0 +1,477 @@
+"""The S3 blob store (and any S3-compatible one): blobs as objects, TTL as a tag a lifecycle rule expires.
+
+The only importer of `boto3`/`botocore`. Objects are keyed `<prefix>/<blob id>`, ids made as the local
+store makes them. Every put carries the tag `samsa-expiring=true`; the lifecycle rule that
+`S3BlobStoreAdmin.create_resources` installs expires tagged objects under the prefix after `ttl_days`, and
+`remove_ttl` drops the tag (looked up first, so a repeated call writes nothing). Credentials come from
+boto3's standard chain and are never logged. botocore's own retries are off: transient failures
+(throttling, 5xx, timeouts, dropped connections) are retried here with jittered backoff for up to
+`max_retry_duration_s`, each attempt opening a fresh stream; other errors fail at once, naming the bucket
+and key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    NoCredentialsError,
+    SSLError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+from samsa.retrying import retry_call
+from samsa.stores.blobstore.api import BlobMetadata, Opener
+from samsa.stores.blobstore.exceptions import BlobDeletedError, BlobStoreError, RetriableBlobError
+from samsa.stores.blobstore.requests import (
+    BlobInfo,
+    ExecutorBlobStore,
+    RequestTracker,
+    check_blob_id,
+    copy_stream,
+    new_blob_id,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import LifecycleRuleOutputTypeDef
+
+T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
+
+TTL_TAG_KEY = "samsa-expiring"
+TTL_TAG_VALUE = "true"
+RULE_ID = "samsa-expire-uncommitted"
+
+# Connections kept per client: as many as the largest commit/restore pool runs requests at once.
+_MAX_POOL_CONNECTIONS = 64
+_THROTTLING = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestTimeout",
+        "InternalError",
+        "ServiceUnavailable",
+    }
+)
+_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
+_DENIED = frozenset(
+    {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
+)
+_SECONDS_PER_DAY = 86400.0
+
+
+def make_client(
+    endpoint_url: str | None,
+    region: str | None,
+    *,
+    connect_timeout_s: float = 10.0,
+    read_timeout_s: float = 60.0,
+) -> S3Client:
+    """An S3 client with botocore's retries off (we retry ourselves) and bounded connect/read timeouts."""
+    config = Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=connect_timeout_s,
+        read_timeout=read_timeout_s,
+        max_pool_connections=_MAX_POOL_CONNECTIONS,
+    )
+    # A session per client: boto3's default session is not safe to share between threads.
+    client: S3Client = boto3.session.Session().client(
+        "s3", endpoint_url=endpoint_url, region_name=region, config=config
+    )
+    return client
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Throttling, any 5xx, timeouts and dropped connections: worth trying again. Never a 4xx like 403."""
+    if isinstance(exc, ClientError):
+        code, status = _code(exc), _status(exc)
+        return code in _THROTTLING or status == 429 or status >= 500
+    if isinstance(exc, SSLError):
+        return False
+    return isinstance(exc, BotoConnectionError | HTTPClientError | IncompleteReadError)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def _location(bucket: str, key: str | None) -> str:
+    return f"s3://{bucket}/{key}" if key is not None else f"S3 bucket {bucket!r}"
+
+
+def failure(
+    what: str, bucket: str, key: str | None, exc: BaseException, blob_id: str | None = None
+) -> BlobStoreError:
+    """The `BlobStoreError` for a failed S3 request, naming the bucket and key and what to do; a missing
+    object is a `BlobDeletedError` when the request was for blob `blob_id`."""
+    where = _location(bucket, key)
+    if isinstance(exc, NoCredentialsError):
+        return BlobStoreError(
+            f"{what} of {where} failed: no AWS credentials found; provide them through boto3's standard "
+            "chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, or an instance role)"
+        )
+    if isinstance(exc, ClientError):
+        code, status = _code(exc), _status(exc)
+        message = exc.response.get("Error", {}).get("Message", "")
+        cause = f"{code} (HTTP {status}): {message}"
+        # MethodNotAllowed: the current version is a delete marker (versioned bucket).
+        if blob_id is not None and (code in _MISSING_KEY or code == "MethodNotAllowed"):
+            return BlobDeletedError(blob_id, f"no object {where}")
+        if is_retriable(exc):
+            return RetriableBlobError(
+                f"{what} of {where} still failed when its retry time ran out: {cause}; the store is "
+                "throttling or unavailable - check the endpoint and its health, then retry"
+            )
+        if code == "NoSuchBucket":
+            return BlobStoreError(
+                f"{what} of {where} failed: S3 bucket {bucket!r} does not exist; create it (the blob store "
+                "admin's create_resources) or fix blobstore.s3.bucket"
+            )
+        if code in _DENIED or status == 403:
+            return BlobStoreError(
+                f"{what} of {where} failed: access denied ({cause}); check the AWS credentials (boto3's "
+                f"standard chain) and that their policy allows s3:*Object* and tagging on bucket {bucket!r}"
+            )
+        return BlobStoreError(f"{what} of {where} failed: {cause}")
+    if is_retriable(exc):
+        return RetriableBlobError(
+            f"{what} of {where} still failed when its retry time ran out: {exc}; check that the endpoint "
+            "is reachable (blobstore.s3.endpoint.url, network, proxy)"
+        )
+    return BlobStoreError(f"{what} of {where} failed: {exc}")
+
+
+class _Retrier:
+    """Runs S3 requests with our retry policy, turning what still fails into `BlobStoreError`s."""
+
+    def __init__(
+        self, bucket: str, max_duration_s: float, initial_delay_s: float, max_delay_s: float
+    ) -> None:
+        self.bucket = bucket
+        self._max_duration_s = max_duration_s
+        self._initial_delay_s = initial_delay_s
+        self._max_delay_s = max_delay_s
+
+    def call(self, what: str, key: str | None, fn: Callable[[], T], blob_id: str | None = None) -> T:
+        try:
+            return retry_call(
+                fn,
+                retriable=is_retriable,
+                max_duration_s=self._max_duration_s,
+                initial_delay_s=self._initial_delay_s,
+                max_delay_s=self._max_delay_s,
+                what=f"{what} of {_location(self.bucket, key)}",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise failure(what, self.bucket, key, exc, blob_id) from exc
+
+
+def _clean_prefix(prefix: str) -> str:
+    return prefix.strip("/")
+
+
+class S3BlobStore(ExecutorBlobStore):
+    """A `BlobStoreManager` on an S3 bucket under a key prefix; requests run on `executor`.
+
+    `client` replaces the boto3 client made from `endpoint_url`/`region` (tests, custom sessions).
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        executor: Executor,
+        ttl_days: int,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        max_retry_duration_s: float = 900,
+        client: Any = None,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 60.0,
+        initial_retry_delay_s: float = 0.1,
+        max_retry_delay_s: float = 10.0,
+    ) -> None:
+        if ttl_days < 1:
+            raise BlobStoreError(f"blob TTL of {ttl_days} days for S3 bucket {bucket!r} must be at least 1")
+        self._bucket = bucket
+        self._prefix = _clean_prefix(prefix)
+        self._ttl_days = ttl_days
+        self._endpoint_url = endpoint_url
+        self._region = region
+        self._timeouts = (connect_timeout_s, read_timeout_s)
+        self._client: S3Client | None = client
+        self._owns_client = client is None
+        self._retrier = _Retrier(bucket, max_retry_duration_s, initial_retry_delay_s, max_retry_delay_s)
+        self._requests = RequestTracker(executor, f"S3 blob store s3://{bucket}/{self._prefix}")
+
+    def init(self) -> None:
+        if self._client is None:
+            connect_timeout_s, read_timeout_s = self._timeouts
+            self._client = make_client(
+                self._endpoint_url,
+                self._region,
+                connect_timeout_s=connect_timeout_s,
+                read_timeout_s=read_timeout_s,
+            )
+            _log.info("S3 blob store on s3://%s/%s", self._bucket, self._prefix)
+
+    @property
+    def client(self) -> S3Client:
+        if self._client is None:
+            raise BlobStoreError(f"S3 blob store on bucket {self._bucket!r} used before init()")
+        return self._client
+
+    def key(self, blob_id: str) -> str:
+        """The object key of a blob; a `BlobStoreError` when the id is not one this store makes."""
+        check_blob_id(blob_id)
+        return f"{self._prefix}/{blob_id}" if self._prefix else blob_id
+
+    def close(self) -> None:
+        super().close()
+        if self._client is not None and self._owns_client:
+            self._client.close()
+
+    def _put(self, source: Opener, metadata: BlobMetadata) -> str:
+        blob_id = new_blob_id(metadata)  # one id for all attempts: a retry overwrites, never duplicates
+        key = self.key(blob_id)
+        client = self.client
+
+        def attempt() -> None:
+            with source() as stream:
+                client.put_object(
+                    Bucket=self._bucket, Key=key, Body=stream, Tagging=f"{TTL_TAG_KEY}={TTL_TAG_VALUE}"
+                )
+
+        self._retrier.call(f"put of {metadata.describe()}", key, attempt)
+        return blob_id
+
+    def _get(self, blob_id: str, sink: Opener, metadata: BlobMetadata) -> None:
+        key = self.key(blob_id)
+        client = self.client
+
+        def attempt() -> None:
+            body = client.get_object(Bucket=self._bucket, Key=key)["Body"]
+            try:
+                with sink() as out:  # opened only once the blob is known to exist
+                    copy_stream(body, out)  # type: ignore[arg-type]
+            finally:
+                body.close()
+
+        self._retrier.call(f"get of {metadata.describe()}", key, attempt, blob_id)
+
+    def _delete(self, blob_id: str, metadata: BlobMetadata) -> None:
+        key = self.key(blob_id)
+        self._retrier.call(
+            f"delete of {metadata.describe()}",
+            key,
+            lambda: self.client.delete_object(Bucket=self._bucket, Key=key),
+        )
+
+    def _remove_ttl(self, blob_id: str, metadata: BlobMetadata) -> None:
+        key = self.key(blob_id)
+        what = f"remove_ttl of {metadata.describe()}"
+        # Read first: a repeated remove_ttl (every restore repeats them) is then one read and no write,
+        # and a missing blob is a clean 404; other tags someone added are kept.
+        tags = self._retrier.call(
+            what, key, lambda: self.client.get_object_tagging(Bucket=self._bucket, Key=key), blob_id
+        )["TagSet"]
+        others = [t for t in tags if t["Key"] != TTL_TAG_KEY]
+        if len(others) == len(tags):
+            return
+        if others:
+            self._retrier.call(
+                what,
+                key,
+                lambda: self.client.put_object_tagging(
+                    Bucket=self._bucket, Key=key, Tagging={"TagSet": others}
+                ),
+                blob_id,
+            )
+        else:
+            self._retrier.call(
+                what,
+                key,
+                lambda: self.client.delete_object_tagging(Bucket=self._bucket, Key=key),
+                blob_id,
+            )
+
+    def list_blobs(self, with_ttl: bool = False, page_size: int = 1000) -> Iterator[BlobInfo]:
+        """Every blob under the prefix, listed `page_size` at a time. `with_ttl` looks up each blob's tag
+        (a request per blob) to give `expires_at` (upload time + TTL days; S3 rounds up to the next
+        midnight UTC); else it is None."""
+        start = f"{self._prefix}/" if self._prefix else ""
+        options: dict[str, Any] = {"Bucket": self._bucket, "Prefix": start, "MaxKeys": page_size}
+        while True:
+            page = self._retrier.call("list", start, lambda: self.client.list_objects_v2(**options))
+            for item in page.get("Contents", []):
+                created_at = item["LastModified"].timestamp()
+                expires_at = None
+                if with_ttl and self._expiring(item["Key"]):
+                    expires_at = created_at + self._ttl_days * _SECONDS_PER_DAY
+                yield BlobInfo(item["Key"][len(start) :], item["Size"], created_at, expires_at)
+            if not page.get("IsTruncated"):
+                return
+            options["ContinuationToken"] = page["NextContinuationToken"]
+
+    def _expiring(self, key: str) -> bool:
+        tags = self._retrier.call(
+            "tag lookup", key, lambda: self.client.get_object_tagging(Bucket=self._bucket, Key=key)
+        )["TagSet"]
+        return any(t["Key"] == TTL_TAG_KEY for t in tags)
+
+
+class S3BlobStoreAdmin:
+    """Creates and checks what an S3 blob store needs: the bucket and our lifecycle rule on the prefix."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        ttl_days: int,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: Any = None,
+        *,
+        max_retry_duration_s: float = 60,
+    ) -> None:
+        if ttl_days < 1:
+            raise BlobStoreError(f"blob TTL of {ttl_days} days for S3 bucket {bucket!r} must be at least 1")
+        self._bucket = bucket
+        self._prefix = _clean_prefix(prefix)
+        self._ttl_days = ttl_days
+        self._client: S3Client = client if client is not None else make_client(endpoint_url, region)
+        self._retrier = _Retrier(bucket, max_retry_duration_s, 0.1, 5.0)
+
+    @property
+    def rule_id(self) -> str:
+        """Our lifecycle rule's id: one per prefix, so stores sharing a bucket keep their own rules."""
+        return f"{RULE_ID}/{self._prefix}"[:255] if self._prefix else RULE_ID
+
+    def expected_rule(self) -> dict[str, Any]:
+        """Our lifecycle rule as `create_resources` installs it."""
+        tag = {"Key": TTL_TAG_KEY, "Value": TTL_TAG_VALUE}
+        selected = {"And": {"Prefix": f"{self._prefix}/", "Tags": [tag]}} if self._prefix else {"Tag": tag}
+        return {
+            "ID": self.rule_id,
+            "Filter": selected,
+            "Status": "Enabled",
+            "Expiration": {"Days": self._ttl_days},
+        }
+
+    def create_resources(self) -> None:
+        """Creates the bucket if missing, then adds (or updates) our lifecycle rule, keeping all others."""
+        if not self._bucket_exists():
+            self._create_bucket()
+        rules, extra = self._lifecycle()
+        others = [r for r in rules if r.get("ID") != self.rule_id]
+        kept: list[Any] = [*others, self.expected_rule()]
+        self._retrier.call(
+            "lifecycle update",
+            None,
+            lambda: self._client.put_bucket_lifecycle_configuration(
+                Bucket=self._bucket, LifecycleConfiguration={"Rules": kept}, **extra
+            ),
+        )
+        _log.info(
+            "S3 bucket %s: lifecycle rule %s expires uncommitted blobs under %r after %d days "
+            "(%d other rules kept)",
+            self._bucket,
+            self.rule_id,
+            self._prefix,
+            self._ttl_days,
+            len(others),
+        )
+
+    def validate_resources(self) -> None:
+        """Raises a `BlobStoreError` naming the bucket unless it is reachable and has our rule as made."""
+        if not self._bucket_exists():
+            raise BlobStoreError(
+                f"S3 bucket {self._bucket!r} does not exist; create it and its lifecycle rule with the blob "
+                "store admin's create_resources, or fix blobstore.s3.bucket"
+            )
+        rules, _extra = self._lifecycle()
+        found = next((r for r in rules if r.get("ID") == self.rule_id), None)
+        if found is None:
+            raise BlobStoreError(
+                f"S3 bucket {self._bucket!r} has no lifecycle rule {self.rule_id!r}: blobs of failed commits "
+                "would never expire; add it with the blob store admin's create_resources"
+            )
+        problem = self._rule_problem(found)
+        if problem:
+            raise BlobStoreError(
+                f"S3 bucket {self._bucket!r} lifecycle rule {self.rule_id!r} {problem}; fix it with the blob "
+                "store admin's create_resources"
+            )
+
+    def _rule_problem(self, rule: LifecycleRuleOutputTypeDef) -> str | None:
+        expected = self.expected_rule()
+        if rule.get("Status") != "Enabled":
+            return "is disabled"
+        days = rule.get("Expiration", {}).get("Days")
+        if days != self._ttl_days:
+            return f"expires after {days} days, not blobstore TTL {self._ttl_days} days"
+        if rule.get("Filter") != expected["Filter"]:
+            return f"filters on {rule.get('Filter')}, not {expected['Filter']}"
+        return None
+
+    def _bucket_exists(self) -> bool:
+        try:
+            self._retrier.call("head", None, lambda: self._client.head_bucket(Bucket=self._bucket))
+        except BlobStoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in ("404", "NoSuchBucket", "NotFound"):
+                return False
+            raise
+        return True
+
+    def _create_bucket(self) -> None:
+        region = self._client.meta.region_name
+        options: dict[str, Any] = {}
+        if region and region != "us-east-1":  # us-east-1 refuses an explicit location constraint
+            options["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        try:
+            self._retrier.call(
+                "bucket creation", None, lambda: self._client.create_bucket(Bucket=self._bucket, **options)
+            )
+        except BlobStoreError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ClientError) and _code(cause) == "BucketAlreadyOwnedByYou"):
+                raise
+        _log.warning("S3 bucket %s did not exist: created it (region %s)", self._bucket, region)
+
+    def _lifecycle(self) -> tuple[list[LifecycleRuleOutputTypeDef], dict[str, Any]]:
+        try:
+            found = self._retrier.call(
+                "lifecycle read",
+                None,
+                lambda: self._client.get_bucket_lifecycle_configuration(Bucket=self._bucket),
+            )
+        except BlobStoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) == "NoSuchLifecycleConfiguration":
+                return [], {}
+            raise
+        # Kept on update: the bucket-wide setting that comes with the rules.
+        extra = {k: found[k] for k in ("TransitionDefaultMinimumObjectSize",) if k in found}
+        return list(found.get("Rules", [])), extra

@@ -1,0 +1,631 @@
+"""What `samsa state` and `samsa blobstore` do: list, show, download and verify snapshots; collect garbage.
+
+The functions take the blob store and the checkpoints already read, so they run without a broker or an
+argument parser; `samsa.cli` reads the job, its checkpoints and its blob store, and prints what they return.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from samsa.checkpoint.model import AnyCheckpoint, CheckpointV2
+from samsa.stores.backends import BLOBSTORE, CHANGELOG
+from samsa.stores.blobstore import checksum
+from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata, BlobStoreManager
+from samsa.stores.blobstore.exceptions import (
+    BlobDeletedError,
+    BlobStoreError,
+    IndexFormatError,
+    UnsafeIndexError,
+)
+from samsa.stores.blobstore.factory import open_blob_store
+from samsa.stores.blobstore.index import DirIndex, FileIndex, SnapshotIndex
+from samsa.stores.blobstore.local import GcResult, LocalDirBlobStore
+from samsa.stores.blobstore.settings import BlobStoreSettings
+from samsa.stores.blobstore.transfer import BlobTransfer
+from samsa.stores.changelog.exceptions import ChangelogMarkerError
+from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.streams import SystemStream, SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def opened_store(settings: BlobStoreSettings) -> Iterator[BlobStoreManager]:
+    """The job's blob store with its own I/O pool (`blobstore.download.parallelism` threads), closed after."""
+    pool = ThreadPoolExecutor(settings.download_parallelism, "blob-tool")
+    try:
+        store = open_blob_store(settings, pool)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        pool.shutdown(wait=True)
+
+
+# -- what the checkpoints name -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """The blob-store snapshot one task's last checkpoint names for one store."""
+
+    task: str
+    store: str
+    checkpoint_id: str
+    index_blob_id: str
+
+    def base(self, job_name: str, job_id: str) -> BlobMetadata:
+        return BlobMetadata(SNAPSHOT_INDEX_PATH, -1, job_name, job_id, self.task, self.store)
+
+
+def blob_snapshots(tasks: Sequence[str], checkpoints: Mapping[str, AnyCheckpoint]) -> list[SnapshotRef]:
+    """Every (task, store) snapshot the checkpoints of `tasks` name, in task order then store name."""
+    refs = []
+    for task in tasks:
+        checkpoint = checkpoints.get(task)
+        if isinstance(checkpoint, CheckpointV2):
+            for store, blob_id in sorted(checkpoint.state_markers.get(BLOBSTORE, {}).items()):
+                refs.append(SnapshotRef(task, store, str(checkpoint.checkpoint_id), blob_id))
+    return refs
+
+
+def find_snapshot(
+    tasks: Sequence[str], checkpoints: Mapping[str, AnyCheckpoint], task: str, store: str
+) -> SnapshotRef:
+    """The snapshot of `store` in `task`'s last checkpoint; else a `BlobStoreError` naming the known ones."""
+    if task not in tasks:
+        raise BlobStoreError(f"--task {task!r}: no such task (tasks: {', '.join(tasks) or 'none'})")
+    checkpoint = checkpoints.get(task)
+    if checkpoint is None:
+        raise BlobStoreError(f"task {task!r} has no checkpoint yet: there is no snapshot to download")
+    refs = {r.store: r for r in blob_snapshots([task], checkpoints)}
+    if store not in refs:
+        known = ", ".join(sorted(refs)) or "none"
+        raise BlobStoreError(
+            f"--store {store!r}: the last checkpoint of task {task!r} has no blob-store snapshot of it "
+            f"(stores with one: {known}); `samsa state ls` lists them"
+        )
+    return refs[store]
+
+
+def read_index_bytes(store: BlobStoreManager, blob_id: str, base: BlobMetadata) -> bytes:
+    """The raw bytes of a snapshot index blob (`BlobDeletedError` when it is gone)."""
+    sink = _Capture()
+    store.get(blob_id, sink.open, replace(base, payload_path=SNAPSHOT_INDEX_PATH)).result()
+    return sink.value
+
+
+def read_index(store: BlobStoreManager, blob_id: str, base: BlobMetadata) -> SnapshotIndex:
+    return SnapshotIndex.from_bytes(read_index_bytes(store, blob_id, base), where=blob_id)
+
+
+# -- samsa state ls --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateRow:
+    """One store of one task's last checkpoint (or a task without one: `store` is None)."""
+
+    task: str
+    store: str | None = None
+    checkpoint_id: str | None = None
+    #: `blobstore` or `changelog`: the backend whose marker `marker` is.
+    backend: str | None = None
+    marker: str | None = None
+    files: int | None = None
+    bytes: int | None = None
+    created_ms: int | None = None
+    #: Why there is no snapshot detail (no checkpoint, an unreadable index...).
+    note: str = ""
+
+
+def list_state(
+    tasks: Sequence[str],
+    checkpoints: Mapping[str, AnyCheckpoint],
+    store: BlobStoreManager | None,
+    job_name: str,
+    job_id: str,
+    changelogs: Mapping[str, SystemStream] | None = None,
+) -> list[StateRow]:
+    """A row per store with a state marker in each task's last checkpoint, in the order of `tasks`.
+
+    A store with a blob-store marker shows its snapshot index (read from `store`); one with a changelog
+    marker only shows that. `changelogs` (store -> changelog stream) names the stores of V1 checkpoints.
+    """
+    rows: list[StateRow] = []
+    for task in tasks:
+        checkpoint = checkpoints.get(task)
+        if checkpoint is None:
+            rows.append(StateRow(task, note="no checkpoint yet"))
+            continue
+        found = (
+            _v2_rows(task, checkpoint, store, job_name, job_id)
+            if isinstance(checkpoint, CheckpointV2)
+            else _v1_rows(task, checkpoint.changelog_offsets, changelogs or {})
+        )
+        rows += found or [StateRow(task, note="checkpoint without state markers (no durable store)")]
+    return rows
+
+
+def _v2_rows(
+    task: str, checkpoint: CheckpointV2, store: BlobStoreManager | None, job_name: str, job_id: str
+) -> list[StateRow]:
+    checkpoint_id = str(checkpoint.checkpoint_id)
+    blobs = checkpoint.state_markers.get(BLOBSTORE, {})
+    logs = checkpoint.state_markers.get(CHANGELOG, {})
+    rows = []
+    for name in sorted(set(blobs) | set(logs)):
+        if name in blobs:
+            ref = SnapshotRef(task, name, checkpoint_id, blobs[name])
+            rows.append(_snapshot_row(ref, store, job_name, job_id))
+        else:
+            rows.append(StateRow(task, name, checkpoint_id, CHANGELOG, _changelog_text(logs[name], name)))
+    return rows
+
+
+def _snapshot_row(ref: SnapshotRef, store: BlobStoreManager | None, job_name: str, job_id: str) -> StateRow:
+    row = StateRow(ref.task, ref.store, ref.checkpoint_id, BLOBSTORE, ref.index_blob_id)
+    if store is None:
+        return replace(row, note="blob store not opened")
+    try:
+        index = read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
+    except BlobDeletedError:
+        return replace(row, note="MISSING: the snapshot index is not in the blob store")
+    except BlobStoreError as e:
+        return replace(row, note=f"UNREADABLE: {e}")
+    files, size = index.dir_index.stats()
+    return replace(row, files=files, bytes=size, created_ms=index.creation_time_ms)
+
+
+def _changelog_text(marker: str, store: str) -> str:
+    try:
+        decoded = ChangelogMarker.decode(marker, store)
+    except ChangelogMarkerError:
+        return marker
+    return _changelog_position(decoded.changelog, decoded.offset)
+
+
+def _changelog_position(ssp: SystemStreamPartition, offset: int | None) -> str:
+    at = "empty" if offset is None else f"offset {offset}"
+    return f"changelog {ssp.system}.{ssp.stream}#{ssp.partition} {at}"
+
+
+def _v1_rows(
+    task: str,
+    positions: Mapping[SystemStreamPartition, tuple[str, int | None]],
+    changelogs: Mapping[str, SystemStream],
+) -> list[StateRow]:
+    by_stream = {(s.system, s.stream): name for name, s in changelogs.items()}
+    rows = []
+    for ssp, (checkpoint_id, offset) in positions.items():
+        name = by_stream.get((ssp.system, ssp.stream), f"? ({ssp.system}.{ssp.stream})")
+        text = _changelog_position(ssp, offset)
+        rows.append(StateRow(task, name, checkpoint_id, CHANGELOG, text))
+    return sorted(rows, key=lambda r: r.store or "")
+
+
+def render_state(rows: Sequence[StateRow]) -> list[str]:
+    """`rows` as an aligned table, one line per row after a header."""
+    table = [("TASK", "STORE", "CHECKPOINT", "BACKEND", "MARKER", "FILES", "BYTES", "CREATED")]
+    for r in rows:
+        if r.store is None:
+            table.append((r.task, "-", "-", "-", r.note, "", "", ""))
+            continue
+        marker = f"{r.marker} ({r.note})" if r.note else (r.marker or "")
+        table.append(
+            (
+                r.task,
+                r.store,
+                r.checkpoint_id or "-",
+                r.backend or "-",
+                marker,
+                "" if r.files is None else str(r.files),
+                "" if r.bytes is None else str(r.bytes),
+                "" if r.created_ms is None else format_time(r.created_ms),
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {5, 6}  # numbers
+    return [
+        "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in table
+    ]
+
+
+def format_time(epoch_ms: int) -> str:
+    """UTC, to the millisecond: `2026-11-23T05:00:00.123Z`."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+# -- samsa state show -----------------------------------------------------------------------------------
+
+
+def index_json(data: bytes, blob_id: str) -> str:
+    """The index blob as indented JSON, every field kept (the blob must parse as an index first)."""
+    SnapshotIndex.from_bytes(data, where=blob_id)
+    return json.dumps(json.loads(data), indent=2)
+
+
+def render_index(blob_id: str, index: SnapshotIndex) -> list[str]:
+    """Metadata, previous index, the tree of present files and what the snapshot removed."""
+    m = index.metadata
+    files, size = index.dir_index.stats()
+    removed = list(removed_files(index.dir_index))
+    lines = [
+        f"snapshot index {blob_id}",
+        f"  job {m.job_name} (id {m.job_id}), task {m.task_name}, store {m.store_name}",
+        f"  checkpoint {m.checkpoint_id}, created {format_time(index.creation_time_ms)}, "
+        f"schema version {index.schema_version}",
+        f"  previous index: {index.prev_index_blob_id or 'none (the first snapshot)'}",
+        f"present: {files} file(s), {size} bytes",
+        *_tree(index.dir_index, "  "),
+        f"removed: {len(removed)} file(s), {sum(f.size for _, f in removed)} bytes"
+        " (deleted from the blob store once this snapshot's checkpoint is durable)",
+        *(f"  {path}  {_file_text(f)}" for path, f in removed),
+    ]
+    return lines
+
+
+def _file_text(f: FileIndex) -> str:
+    return (
+        f"size {f.size}  blobs {len(f.blobs)}  crc32c {f.checksum:08x}  "
+        f"mode {f.metadata.permissions & 0o7777:04o}"
+    )
+
+
+def _tree(d: DirIndex, indent: str) -> Iterator[str]:
+    width = max((len(f.name) for f in d.files_present), default=0)
+    for f in d.files_present:
+        yield f"{indent}{f.name.ljust(width)}  {_file_text(f)}"
+    for sub in d.subdirs_present:
+        yield f"{indent}{sub.name}/"
+        yield from _tree(sub, indent + "  ")
+
+
+def present_files(d: DirIndex, prefix: str = "") -> Iterator[tuple[str, FileIndex]]:
+    """(path in the snapshot, file) of every present file, recursively."""
+    for f in d.files_present:
+        yield prefix + f.name, f
+    for sub in d.subdirs_present:
+        yield from present_files(sub, f"{prefix}{sub.name}/")
+
+
+def removed_files(d: DirIndex, prefix: str = "") -> Iterator[tuple[str, FileIndex]]:
+    """(path, file) of every file the snapshot dropped, in removed dirs too, recursively."""
+    for f in d.files_removed:
+        yield prefix + f.name, f
+    for sub in d.subdirs_removed:
+        yield from present_files(sub, f"{prefix}{sub.name}/")
+        yield from removed_files(sub, f"{prefix}{sub.name}/")
+    for sub in d.subdirs_present:
+        yield from removed_files(sub, f"{prefix}{sub.name}/")
+
+
+# -- samsa state download -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    files: int
+    bytes: int
+    seconds: float
+
+
+def download_snapshot(
+    transfer: BlobTransfer,
+    ref: SnapshotRef,
+    target: Path,
+    job_name: str,
+    job_id: str,
+    stop: threading.Event | None = None,
+) -> DownloadResult:
+    """Restores the snapshot `ref` into `target` (missing or an empty dir), every file CRC-verified.
+
+    On a failure the partial download is deleted (and `target` too when this created it).
+    """
+    if target.is_symlink() or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
+        raise BlobStoreError(f"--to {target}: it exists and is not an empty dir; name a new dir")
+    created = not target.exists()
+    started = time.monotonic()
+    base = ref.base(job_name, job_id)
+    index = transfer.get_index(ref.index_blob_id, base)
+    done = [0, 0]
+
+    def advance(size: int, files: int) -> None:
+        done[0] += size
+        done[1] += files
+
+    try:
+        transfer.restore_dir(index.dir_index, target, base, stop, advance)
+    except BaseException:
+        _empty(target, remove=created)
+        raise
+    return DownloadResult(done[1], done[0], time.monotonic() - started)
+
+
+def _empty(target: Path, remove: bool) -> None:
+    if not target.is_dir():
+        return
+    if remove:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    for entry in target.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+# -- samsa blobstore verify -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A blob a checkpointed snapshot needs that is missing or does not match its index."""
+
+    task: str
+    store: str
+    file: str
+    blob_id: str
+    detail: str
+
+    def line(self) -> str:
+        return f"task {self.task} store {self.store} file {self.file} blob {self.blob_id}: {self.detail}"
+
+
+@dataclass
+class VerifyReport:
+    snapshots: int = 0
+    files: int = 0
+    blobs: int = 0
+    bytes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        verdict = "all match" if self.ok else f"{len(self.problems)} problem(s)"
+        return (
+            f"verified {self.snapshots} snapshot(s): {self.files} file(s), {self.blobs} blob(s), "
+            f"{self.bytes} bytes: {verdict}"
+        )
+
+
+def verify_snapshots(
+    store: BlobStoreManager, refs: Sequence[SnapshotRef], job_name: str, job_id: str, parallelism: int = 8
+) -> VerifyReport:
+    """Downloads every blob of every snapshot in `refs` into a CRC32C counter (nothing is written to disk)
+    and checks each file's size and CRC32C against its index; a missing or unreadable index is a problem
+    too. Files are checked `parallelism` at a time; the chunks of one file one after the other."""
+    report = VerifyReport()
+    with ThreadPoolExecutor(max(1, parallelism), "blob-verify") as pool:
+        checks = []
+        for ref in refs:
+            base = ref.base(job_name, job_id)
+            try:
+                index = read_index(store, ref.index_blob_id, base)
+            except BlobDeletedError:
+                report.problems.append(_index_problem(ref, "MISSING snapshot index"))
+                continue
+            except (IndexFormatError, UnsafeIndexError) as e:
+                report.problems.append(_index_problem(ref, f"CORRUPT snapshot index: {e}"))
+                continue
+            except BlobStoreError as e:
+                report.problems.append(_index_problem(ref, f"UNREADABLE snapshot index: {e}"))
+                continue
+            report.snapshots += 1
+            for path, f in present_files(index.dir_index):
+                checks.append(
+                    pool.submit(_verify_file, store, ref, path, f, replace(base, payload_path=path))
+                )
+        for check in checks:
+            blobs, size, problems = check.result()
+            report.files += 1
+            report.blobs += blobs
+            report.bytes += size
+            report.problems += problems
+    return report
+
+
+def _index_problem(ref: SnapshotRef, detail: str) -> Problem:
+    return Problem(ref.task, ref.store, SNAPSHOT_INDEX_PATH, ref.index_blob_id, detail)
+
+
+def _verify_file(
+    store: BlobStoreManager, ref: SnapshotRef, path: str, f: FileIndex, base: BlobMetadata
+) -> tuple[int, int, list[Problem]]:
+    """(blobs read, bytes read, problems) of one file."""
+    blobs = sorted(f.blobs, key=lambda b: b.offset)
+    problems: list[Problem] = []
+    crc = size = 0
+    whole = True  # every chunk read with its expected length: the file's CRC is meaningful
+    for k, blob in enumerate(blobs):
+        end = blobs[k + 1].offset if k + 1 < len(blobs) else f.size
+        expected = end - blob.offset
+        counter = _CrcCounter(crc)
+        try:
+            store.get(blob.blob_id, counter.open, replace(base, payload_size=expected)).result()
+        except BlobDeletedError:
+            problems.append(Problem(ref.task, ref.store, path, blob.blob_id, "MISSING"))
+            whole = False
+            continue
+        except BlobStoreError as e:
+            problems.append(Problem(ref.task, ref.store, path, blob.blob_id, f"UNREADABLE: {e}"))
+            whole = False
+            continue
+        size += counter.size
+        if counter.size != expected:
+            detail = (
+                f"CORRUPT: holds {counter.size} bytes, the index expects {expected} at offset {blob.offset}"
+            )
+            problems.append(Problem(ref.task, ref.store, path, blob.blob_id, detail))
+            whole = False
+        crc = counter.crc
+    if whole and size != f.size:
+        ids = ",".join(b.blob_id for b in blobs) or "-"
+        detail = f"CORRUPT: the blobs hold {size} bytes, the index records {f.size}"
+        problems.append(Problem(ref.task, ref.store, path, ids, detail))
+    elif whole and crc != f.checksum:
+        ids = ",".join(b.blob_id for b in blobs) or "-"
+        detail = f"CORRUPT: CRC32C {crc:08x}, the index records {f.checksum:08x}"
+        problems.append(Problem(ref.task, ref.store, path, ids, detail))
+    return len(blobs), size, problems
+
+
+class _CrcSink:
+    """A write-only stream counting its bytes and their CRC32C (continuing from `seed`); keeps no bytes."""
+
+    def __init__(self, seed: int, keep: bool = False) -> None:
+        self.crc = seed
+        self.size = 0
+        self.closed = False
+        #: The bytes after all, when asked to keep them (a small blob read into memory).
+        self.parts: list[bytes] | None = [] if keep else None
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data)
+        self.crc = checksum.extend(self.crc, view)
+        self.size += view.nbytes
+        if self.parts is not None:
+            self.parts.append(bytes(view))
+        return view.nbytes
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> _CrcSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _CrcCounter:
+    """The sink `Opener` of one chunk: each attempt starts a fresh count, so a retry never counts twice."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._last = _CrcSink(seed)
+
+    def open(self) -> BinaryIO:
+        self._last = _CrcSink(self._seed)
+        return cast(BinaryIO, self._last)
+
+    @property
+    def crc(self) -> int:
+        return self._last.crc
+
+    @property
+    def size(self) -> int:
+        return self._last.size
+
+
+class _Capture:
+    """The sink `Opener` of a small blob read into memory (each attempt starts empty)."""
+
+    def __init__(self) -> None:
+        self._last = _CrcSink(0, keep=True)
+
+    def open(self) -> BinaryIO:
+        self._last = _CrcSink(0, keep=True)
+        return cast(BinaryIO, self._last)
+
+    @property
+    def value(self) -> bytes:
+        return b"".join(self._last.parts or ())
+
+
+# -- samsa blobstore gc ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """A gc pass (or what a dry run would do); `kept` are expired blobs the checkpoints still need."""
+
+    result: GcResult
+    dry_run: bool
+    kept: tuple[str, ...] = ()
+
+    def lines(self, where: str) -> list[str]:
+        r = self.result
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [
+            f"blob store {where}: {verb} {r.blobs_deleted} expired blob(s) never committed, "
+            f"{r.bytes_deleted} bytes"
+        ]
+        if not self.dry_run:
+            lines.append(
+                f"  and {r.temp_files_deleted} stale temp file(s), {r.sidecars_deleted} orphan sidecar(s)"
+            )
+        if self.kept:
+            verb = "would make" if self.dry_run else "made"
+            lines.append(
+                f"  {verb} {len(self.kept)} expired blob(s) permanent: the last checkpoints still use them "
+                "(their commit's cleanup never ran)"
+            )
+        return lines
+
+
+def referenced_blobs(
+    store: BlobStoreManager, refs: Sequence[SnapshotRef], job_name: str, job_id: str
+) -> tuple[set[str], list[SnapshotRef]]:
+    """(every blob the snapshots of `refs` use, index blobs included; the refs whose index is unreadable)."""
+    used: set[str] = set()
+    unreadable = []
+    for ref in refs:
+        try:
+            index = read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
+        except BlobStoreError:
+            unreadable.append(ref)
+            continue
+        used.add(ref.index_blob_id)
+        used.update(index.dir_index.present_blobs())
+    return used, unreadable
+
+
+def gc_local(
+    store: LocalDirBlobStore,
+    referenced: Collection[str],
+    dry_run: bool = False,
+    now: float | None = None,
+) -> GcReport:
+    """Deletes the blobs whose TTL expired (never committed), with `gc`'s leftovers of crashed writes.
+
+    A blob in `referenced` (used by the last checkpoints) is made permanent instead, as the job's next
+    start would: its commit's cleanup never ran. A dry run changes nothing and counts blobs only.
+    """
+    now = time.time() if now is None else now
+    expired = [b for b in store.list_blobs() if b.expires_at is not None and b.expires_at <= now]
+    kept = sorted(b.blob_id for b in expired if b.blob_id in referenced)
+    if dry_run:
+        doomed = [b for b in expired if b.blob_id not in referenced]
+        return GcReport(GcResult(len(doomed), sum(b.size for b in doomed)), True, tuple(kept))
+    for blob_id in kept:
+        log.warning("blob %s is expired but the last checkpoint uses it: making it permanent", blob_id)
+        meta = BlobMetadata(blob_id, -1, "", "", "", "")
+        store.remove_ttl(blob_id, meta).result()
+    return GcReport(store.gc(now), False, tuple(kept))

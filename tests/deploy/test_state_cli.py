@@ -1,0 +1,137 @@
+"""`samsa state` and `samsa blobstore` as subprocesses, on a word count backed up to the blob store."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import struct
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from samsa.stores.rocksdb import RocksDbStore
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
+INDEX_ID = re.compile(r"\S+/snapshot-index\.[0-9a-f]{32}")
+
+
+def _samsa(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "samsa.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _counts(store_dir: Path) -> Counter[str]:
+    db = RocksDbStore(store_dir, name="counts")
+    try:
+        return Counter({k.decode(): struct.unpack(">q", v)[0] for k, v in db.all()})
+    finally:
+        db.close()
+
+
+def test_state_ls_show_download_and_verify_a_blob_backed_job(
+    job_config, topics, produce, run_job, tmp_path, subprocess_env
+):
+    words, out = topics(2), topics(2)
+    sent = random.Random(11).choices(WORDS, k=400)
+    produce(words, [(w, w) for w in sent])
+    blobs = tmp_path / "blobs"
+    config = job_config(
+        f"kafka.{words}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            "job.container.count": "1",
+            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
+            "stores.counts.factory": "rocksdb",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "long",
+            "stores.counts.backup.factories": "blobstore",
+            "blobstore.local.dir": str(blobs),
+        },
+    )
+    run_job(config)
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    env, job = subprocess_env, str(job_file)
+
+    ls = _samsa(env, "state", "ls", job)
+    assert ls.returncode == 0, ls.stderr[-3000:]
+    rows = {line.split("  ")[0]: line for line in ls.stdout.splitlines() if line.startswith("Partition")}
+    assert set(rows) == {"Partition 0", "Partition 1"}, ls.stdout
+    ids = {}
+    for task, line in rows.items():
+        assert "counts" in line and "blobstore" in line, line
+        (ids[task],) = INDEX_ID.findall(line)
+
+    show = _samsa(env, "state", "show", job, ids["Partition 0"])
+    assert show.returncode == 0, show.stderr[-3000:]
+    assert "task Partition 0, store counts" in show.stdout and "CURRENT" in show.stdout, show.stdout
+    raw = _samsa(env, "state", "show", "--json", job, ids["Partition 0"])
+    index = json.loads(raw.stdout)
+    assert index["snapshot-metadata"]["task-name"] == "Partition 0"
+
+    downloaded: Counter[str] = Counter()
+    for task in ("Partition 0", "Partition 1"):
+        target = tmp_path / "offline" / task.replace(" ", "-")
+        got = _samsa(env, "state", "download", job, "--task", task, "--store", "counts", "--to", str(target))
+        assert got.returncode == 0, got.stderr[-3000:]
+        assert f"into {target}" in got.stdout and "file(s)" in got.stdout
+        downloaded += _counts(target)
+    assert downloaded == Counter(sent), "the two tasks' snapshots hold every count"
+
+    again = _samsa(
+        env, "state", "download", job, "--task", "Partition 0", "--store", "counts", "--to", str(target)
+    )
+    assert again.returncode == 2 and "not an empty dir" in again.stderr
+    unknown = _samsa(env, "state", "download", job, "--task", "Partition 7", "--store", "counts", "--to", "x")
+    assert unknown.returncode == 2 and "tasks: Partition 0, Partition 1" in unknown.stderr, unknown.stderr
+
+    verify = _samsa(env, "blobstore", "verify", job)
+    assert verify.returncode == 0, verify.stdout + verify.stderr[-3000:]
+    assert "verified 2 snapshot(s)" in verify.stdout and "all match" in verify.stdout
+
+    current = next(f for f in index["dir-index"]["files-present"] if f["file-name"] == "CURRENT")
+    (blob_id,) = [b["blob-id"] for b in current["blobs"]]
+    (blobs / blob_id).write_bytes(b"MANIFEST-999999\n")
+    broken = _samsa(env, "blobstore", "verify", job)
+    assert broken.returncode == 1, broken.stdout + broken.stderr[-3000:]
+    assert f"task Partition 0 store counts file CURRENT blob {blob_id}: CORRUPT" in broken.stdout
+
+    gc = _samsa(env, "blobstore", "gc", "--dry-run", job)
+    assert gc.returncode == 0, gc.stderr[-3000:]
+    assert "would delete 0 expired blob(s)" in gc.stdout
+
+
+def _offline_job(tmp_path: Path, blobs: Path) -> str:
+    """A job file for commands that read only the blob store (no broker is reached)."""
+    config = {
+        "job.name": "offline",
+        "task.class": "samsa_test_tasks:CountTask",
+        "task.inputs": "kafka.words",
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": "localhost:1",
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.backup.factories": "blobstore",
+        "blobstore.local.dir": str(blobs),
+    }
+    path = tmp_path / "offline.yaml"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_show_names_a_missing_index_or_blob_store_dir_in_one_line(tmp_path, caplog):
+    from samsa.cli import main
+
+    blobs = tmp_path / "blobs"
+    job = _offline_job(tmp_path, blobs)
+    missing = "offline-1/Partition_0/counts/snapshot-index." + "0" * 32
+    assert main(["state", "show", job, missing]) == 2
+    assert f"blobstore.local.dir={blobs} does not exist" in caplog.text
+    blobs.mkdir()
+    caplog.clear()
+    assert main(["state", "show", job, missing]) == 2
+    assert f"blob {missing!r} does not exist in the blob store" in caplog.text
+    assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1

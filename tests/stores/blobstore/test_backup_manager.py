@@ -1,0 +1,133 @@
+"""The blob-store backup manager's bookkeeping: the committed base, orphaned and broken snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from samsa.checkpoint.checkpoint_id import CheckpointId
+from samsa.stores.backend import TaskStoresContext
+from samsa.stores.blobstore.backup import BlobStoreBackupManager
+from samsa.stores.blobstore.exceptions import BlobDeletedError
+from samsa.stores.blobstore.local import LocalDirBlobStore
+from samsa.stores.blobstore.transfer import BlobTransfer
+from samsa.stores.checkpoint_dirs import checkpoint_dir
+
+
+class Task:
+    def __init__(
+        self, root: Path, transfer: BlobTransfer, pool: ThreadPoolExecutor, stores: list[str]
+    ) -> None:
+        self.root, self.transfer, self.pool, self.stores = root, transfer, pool, stores
+        self.context = TaskStoresContext(
+            "job-1", "Partition 0", 0, {s: root / "state" / s for s in stores}, {s: {} for s in stores}
+        )
+        (root / "state").mkdir(exist_ok=True)
+
+    def manager(
+        self, markers: dict[str, str] | None, stores: list[str] | None = None
+    ) -> BlobStoreBackupManager:
+        made = BlobStoreBackupManager(
+            self.context, stores or self.stores, self.transfer, self.pool, "job", "1"
+        )
+        made.init(markers)
+        return made
+
+    def checkpoint(self, files: dict[str, bytes]) -> str:
+        checkpoint_id = str(CheckpointId.create())
+        for store in self.stores:
+            target = checkpoint_dir(self.context.store_dirs[store], checkpoint_id)
+            target.mkdir(parents=True)
+            for name, data in files.items():
+                (target / name).write_bytes(data)
+        return checkpoint_id
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Iterator[Task]:
+    with ThreadPoolExecutor(4) as io, ThreadPoolExecutor(2) as pool:
+        store = LocalDirBlobStore(tmp_path / "blobs", io, 3600.0)
+        yield Task(tmp_path, BlobTransfer(store), pool, ["a", "b"])
+
+
+def _exists(task: Task, blob_id: str) -> bool:
+    return (task.root / "blobs" / blob_id).exists()
+
+
+def test_the_next_diff_is_against_the_last_committed_snapshot_not_an_uncommitted_upload(task: Task) -> None:
+    manager = task.manager(None)
+    first = task.checkpoint({"x": b"1", "y": b"2"})
+    committed = manager.upload(first, {}).result()
+    manager.cleanup(first, committed).result()
+    second = task.checkpoint({"x": b"1", "y": b"3"})
+    manager.upload(second, {}).result()  # its checkpoint write fails: no cleanup
+    third = task.checkpoint({"x": b"1", "y": b"4"})
+    markers = manager.upload(third, {}).result()
+    index = task.transfer.get_index(markers["a"], manager.base("a"))
+    assert index.prev_index_blob_id == committed["a"]
+    removed = {f.name for f in index.dir_index.files_removed}
+    assert removed == {"y"}  # y of the first snapshot, the one committed
+    manager.cleanup(third, markers).result()
+    assert not _exists(task, committed["a"]), "the previous committed index is deleted at cleanup"
+
+
+def test_snapshots_of_stores_no_longer_backed_up_go_after_the_next_durable_commit(task: Task) -> None:
+    manager = task.manager(None)
+    first = task.checkpoint({"x": b"1"})
+    committed = manager.upload(first, {}).result()
+    manager.cleanup(first, committed).result()
+    old_blobs = set(task.transfer.get_index(committed["b"], manager.base("b")).dir_index.present_blobs())
+    # Store b leaves the blob store: kept over the restart, deleted once a checkpoint without it is durable.
+    restarted = task.manager(committed, stores=["a"])
+    assert all(_exists(task, blob) for blob in old_blobs | {committed["b"]})
+    second = task.checkpoint({"x": b"1"})
+    markers = restarted.upload(second, {}).result()
+    assert set(markers) == {"a"}
+    restarted.cleanup(second, markers).result()
+    assert not any(_exists(task, blob) for blob in old_blobs | {committed["b"]})
+    assert _exists(task, markers["a"])
+
+
+def test_a_broken_checkpointed_snapshot_is_replaced_by_a_full_upload(task: Task) -> None:
+    manager = task.manager(None)
+    first = task.checkpoint({"x": b"1", "big": b"z" * 5000})
+    committed = manager.upload(first, {}).result()
+    manager.cleanup(first, committed).result()
+    index = task.transfer.get_index(committed["a"], manager.base("a"))
+    lost = next(iter(index.dir_index.present_blobs()))
+    (task.root / "blobs" / lost).unlink()
+    restarted = task.manager(committed)  # warns, does not fail: the restore fell back to the changelog
+    second = task.checkpoint({"x": b"1", "big": b"z" * 5000})
+    markers = restarted.upload(second, {}).result()
+    fresh = task.transfer.get_index(markers["a"], restarted.base("a"))
+    assert fresh.prev_index_blob_id is None and len(fresh.dir_index.files_present) == 2
+    restarted.cleanup(second, markers).result()
+    assert not _exists(task, committed["a"]), "what was left of the broken snapshot is deleted"
+    with pytest.raises(BlobDeletedError):
+        task.transfer.get_index(committed["a"], restarted.base("a"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("task.checkpoint.write.versions", "1"), ("task.checkpoint.read.versions", "1")]
+)
+def test_a_blob_backed_job_must_write_and_read_checkpoint_v2(key: str, value: str) -> None:
+    from samsa.runtime.config.config import Config
+    from samsa.runtime.config.job import JobConfig
+    from samsa.runtime.exceptions import ConfigError
+    from samsa.runtime.validation import check_job
+
+    config = {
+        "job.name": "j",
+        "task.class": "samsa.runtime.task:StreamTask",
+        "task.inputs": "kafka.in",
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": "localhost:9092",
+        "stores.counts.factory": "rocksdb",
+        "stores.counts.backup.factories": "blobstore",
+    }
+    check_job(JobConfig(Config(config)))  # the defaults (write 1,2 / read 2,1) are fine
+    with pytest.raises(ConfigError, match=rf"{key}=1: store\(s\) counts .* add 2 to it"):
+        check_job(JobConfig(Config({**config, key: value})))
