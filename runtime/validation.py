@@ -52,10 +52,11 @@ def _check_blob_checkpoints(job: JobConfig, blob_stores: list[str]) -> None:
         return
     write, read = checkpoint_versions(job.config)
     for key, versions in ((WRITE_VERSIONS_KEY, write), (READ_VERSIONS_KEY, read)):
-        if 2 not in versions:
+        if 2 not in versions or (key == READ_VERSIONS_KEY and versions[0] != 2):
             raise ConfigError(
                 f"{key}={','.join(map(str, versions))}: store(s) {', '.join(blob_stores)} are backed up "
-                "to the blob store, whose snapshots only Checkpoint V2 records; add 2 to it"
+                "to the blob store, whose snapshots only Checkpoint V2 records; "
+                + ("add 2 to it" if key == WRITE_VERSIONS_KEY else "read version 2 first (2,1)")
             )
 
 

@@ -105,6 +105,9 @@ class TaskStoresContext:
     #: Stores whose changelog tail the changelog backend replays after another backend restored them: that
     #: backend leaves them as a local checkpoint dir, which the changelog restore takes over.
     tail_restored: frozenset[str] = frozenset()
+    #: Store -> the blob-store snapshot (index blob id) its files came from at this start. Written by the
+    #: restore, read by the backup: a store rebuilt some other way must not trust that snapshot's files.
+    restored_from: dict[str, str] = field(default_factory=dict)
 
 
 class StateBackendFactory(Protocol):

@@ -27,12 +27,7 @@ from samsa.stores.backend import (
     TaskStoresContext,
 )
 from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
-from samsa.stores.blobstore.exceptions import (
-    BlobDeletedError,
-    CorruptBlobError,
-    IndexFormatError,
-    UnsafeIndexError,
-)
+from samsa.stores.blobstore.exceptions import SNAPSHOT_UNUSABLE
 from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
@@ -57,20 +52,11 @@ class TaskStoresModel:
     changelog_partition: int
 
 
-# A bulk backend's snapshot that is gone or unreadable: a store that also has a changelog restores from it.
-FALLBACK_ERRORS: tuple[type[BaseException], ...] = (
-    BlobDeletedError,
-    CorruptBlobError,
-    IndexFormatError,
-    UnsafeIndexError,
-)
-
-
 class StoreRestore:
     """Restores one store: from its primary backend, then replays its changelog tail when it has one.
 
-    When the primary's snapshot is missing or corrupt (`FALLBACK_ERRORS`) and the store has a changelog,
-    the changelog restores it instead, and the log says so.
+    When the primary's snapshot is missing, corrupt or unsafe (`SNAPSHOT_UNUSABLE`) and the store has a
+    changelog, the changelog restores it instead, and the log says so.
     """
 
     def __init__(
@@ -91,7 +77,7 @@ class StoreRestore:
         if self._primary is not None:
             try:
                 self._primary.restore(stop)
-            except FALLBACK_ERRORS as e:
+            except SNAPSHOT_UNUSABLE as e:
                 if self._changelog is None:
                     raise
                 self._failed = e
@@ -253,7 +239,7 @@ class ContainerStorage:
         primary = self.backends[backend].restore_manager(sub)
         try:
             primary.init(backend_markers, checkpoint_id)
-        except FALLBACK_ERRORS as e:
+        except SNAPSHOT_UNUSABLE as e:
             primary.close()
             if changelog is None:
                 raise
@@ -277,6 +263,7 @@ class ContainerStorage:
             context.engines,
             {backend: dict(m) for backend, m in (task_markers or {}).items()},
             frozenset(stores) if tail else frozenset(),
+            context.restored_from,
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from samsa.stores.backend import Markers, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.diff import DiffStats, dir_diff
-from samsa.stores.blobstore.exceptions import BlobDeletedError, IndexFormatError
+from samsa.stores.blobstore.exceptions import SNAPSHOT_UNUSABLE, BlobDeletedError
 from samsa.stores.blobstore.index import ROOT_DIR_NAME, DirIndex, SnapshotIndex, SnapshotMetadata
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.checkpoint_dirs import checkpoint_dir
@@ -82,6 +82,8 @@ class BlobStoreBackupManager:
         #: (store, index blob id) of snapshots to delete after the next durable checkpoint: those of stores
         #: no longer backed up to the blob store, and broken ones.
         self._orphans: list[tuple[str, str]] = []
+        #: Stores whose next diff checks the contents of large files too, not just names and sizes.
+        self._verify: set[str] = set()
 
     def base(self, store: str) -> BlobMetadata:
         return BlobMetadata("", -1, self._job[0], self._job[1], self.context.task_name, store)
@@ -97,7 +99,7 @@ class BlobStoreBackupManager:
             try:
                 snapshot = _Snapshot(blob_id, self._transfer.get_index(blob_id, self.base(store)))
                 self._make_permanent(store, snapshot)
-            except (BlobDeletedError, IndexFormatError) as e:
+            except SNAPSHOT_UNUSABLE as e:
                 # The restore fell back to the changelog: the next commit uploads the whole store, and
                 # what is left of this snapshot goes once that commit is durable.
                 log.warning(
@@ -111,6 +113,10 @@ class BlobStoreBackupManager:
                 self._orphans.append((store, blob_id))
                 continue
             self._committed[store] = snapshot
+            if self.context.restored_from.get(store) != blob_id:
+                # The store was rebuilt another way (changelog, fallback): its new files may reuse the
+                # names and sizes of the snapshot's, so the first diff compares large files' checksums too.
+                self._verify.add(store)
         if self._orphans:
             log.info(
                 "task %s: blob-store snapshot(s) of store(s) %s are no longer used (the store is no longer "
@@ -135,7 +141,11 @@ class BlobStoreBackupManager:
             local = checkpoint_dir(self.context.store_dirs[store], checkpoint_id)
             with self._lock:
                 previous = self._committed.get(store)
-            diff = dir_diff(local, previous.index.dir_index if previous else DirIndex(ROOT_DIR_NAME))
+            diff = dir_diff(
+                local,
+                previous.index.dir_index if previous else DirIndex(ROOT_DIR_NAME),
+                verify_large=store in self._verify,
+            )
             base = self.base(store)
             dir_index = self._transfer.put_dir(diff, local, base)
             meta = SnapshotMetadata(checkpoint_id, self._job[0], self._job[1], self.context.task_name, store)
@@ -183,6 +193,7 @@ class BlobStoreBackupManager:
             self._make_permanent(store, known)
             with self._lock:
                 self._committed[store] = known
+                self._verify.discard(store)
         self._delete_orphans()
 
     def _make_permanent(self, store: str, snapshot: _Snapshot) -> None:
@@ -200,7 +211,7 @@ class BlobStoreBackupManager:
                 index = self._transfer.get_index(blob_id, base)
             except BlobDeletedError:
                 continue  # deleted by an earlier run
-            except IndexFormatError as e:
+            except SNAPSHOT_UNUSABLE as e:
                 log.warning(
                     "task %s: cannot delete snapshot %s of store %s: %s",
                     self.context.task_name,

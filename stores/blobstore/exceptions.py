@@ -33,3 +33,12 @@ class IndexFormatError(BlobStoreError):
 
 class UnsafeIndexError(BlobStoreError):
     """A snapshot index names a file or dir that would be written outside the store dir (or a link)."""
+
+
+SNAPSHOT_UNUSABLE: tuple[type[BlobStoreError], ...] = (
+    BlobDeletedError,
+    CorruptBlobError,
+    IndexFormatError,
+    UnsafeIndexError,
+)
+"""A snapshot that is gone, corrupt or unsafe: a store that also has a changelog restores from it instead."""

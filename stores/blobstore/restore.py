@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.diff import same_dir
+from samsa.stores.blobstore.exceptions import IndexFormatError
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import RestoreInterrupted
@@ -88,15 +90,7 @@ class BlobStoreRestoreManager:
                     )
                 continue
             index = self._transfer.get_index(blob_id, self._base(store))
-            if index.metadata.store_name != store or index.metadata.task_name != task:
-                log.warning(
-                    "task %s store %s: snapshot index %s was written for task %s store %s",
-                    task,
-                    store,
-                    blob_id,
-                    index.metadata.task_name,
-                    index.metadata.store_name,
-                )
+            _check_belongs(index, blob_id, task, store, checkpoint_id)
             self.snapshots[store] = (blob_id, index)
             files, _ = index.dir_index.stats()
             progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
@@ -139,6 +133,7 @@ class BlobStoreRestoreManager:
                 delete_checkpoint_dir(path)
         progress.done = True
         self.reused[store] = reused
+        self.context.restored_from[store] = self.snapshots[store][0]
         seconds = time.monotonic() - started
         log.info(
             "restored store %s of task %s from the blob store: %d file(s), %.1f MB%s in %.1f s",
@@ -173,3 +168,22 @@ class BlobStoreRestoreManager:
 
     def close(self) -> None:
         """The transfer's blob store belongs to the backend factory."""
+
+
+_CHECKPOINT_ID = re.compile(r"\d+-\d+")
+
+
+def _check_belongs(
+    index: SnapshotIndex, blob_id: str, task: str, store: str, checkpoint_id: str | None
+) -> None:
+    """The index must be the snapshot of this task's store at this checkpoint; it names the local dir."""
+    meta = index.metadata
+    expected = (task, store, checkpoint_id or meta.checkpoint_id)
+    if (meta.task_name, meta.store_name, meta.checkpoint_id) != expected or not _CHECKPOINT_ID.fullmatch(
+        meta.checkpoint_id
+    ):
+        raise IndexFormatError(
+            f"snapshot index {blob_id} is of task {meta.task_name!r} store {meta.store_name!r} checkpoint "
+            f"{meta.checkpoint_id!r}, but the checkpoint of task {task!r} names it for store {store!r} "
+            f"checkpoint {checkpoint_id!r}: the checkpoint or the blob store location is wrong"
+        )

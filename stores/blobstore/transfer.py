@@ -209,12 +209,15 @@ class BlobTransfer:
         self._delete_all(blobs, base)
 
     def delete_snapshot(self, index: SnapshotIndex, index_blob_id: str, base: BlobMetadata) -> None:
-        """Deletes every blob of the snapshot (present and removed), then its index blob.
+        """Deletes every blob of the snapshot (present and removed) and the previous index, then its index.
 
         For a store no longer backed up: the index goes last, so an interrupted delete can be run again.
         """
         root = index.dir_index
-        self._delete_all([*_present_blobs(root, ""), *_removed_blobs(root, "")], base)
+        blobs = [*_present_blobs(root, ""), *_removed_blobs(root, "")]
+        if index.prev_index_blob_id is not None:  # left over when its cleanup never ran
+            blobs.append((SNAPSHOT_INDEX_PATH, index.prev_index_blob_id))
+        self._delete_all(blobs, base)
         self._delete_all([(SNAPSHOT_INDEX_PATH, index_blob_id)], base)
 
     def _delete_all(self, blobs: list[tuple[str, str]], base: BlobMetadata) -> None:
