@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from samsa.stores.backend import (
     StateBackendAdmin,
@@ -19,7 +19,7 @@ from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
 from samsa.stores.blobstore.exceptions import BlobStoreError
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
-from samsa.stores.blobstore.s3 import S3BlobStore, S3BlobStoreAdmin
+from samsa.stores.blobstore.s3 import S3BlobStore, S3BlobStoreAdmin, make_client
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
 
@@ -29,8 +29,14 @@ log = logging.getLogger(__name__)
 _COMMIT_THREADS = 4
 
 
-def open_blob_store(settings: BlobStoreSettings, executor: Executor) -> BlobStoreManager:
-    """The job's blob store (S3 when a bucket is set, else the local directory), doing I/O on `executor`."""
+def open_blob_store(
+    settings: BlobStoreSettings, executor: Executor, s3_client: Any = None
+) -> BlobStoreManager:
+    """The job's blob store (S3 when a bucket is set, else the local directory), doing I/O on `executor`.
+
+    `s3_client` shares one client between stores (a boto3 client is thread-safe; making one costs ~60 ms);
+    its maker closes it.
+    """
     store: BlobStoreManager
     if settings.s3_bucket:
         store = S3BlobStore(
@@ -41,6 +47,7 @@ def open_blob_store(settings: BlobStoreSettings, executor: Executor) -> BlobStor
             endpoint_url=settings.s3_endpoint_url,
             region=settings.s3_region,
             max_retry_duration_s=settings.retry_max_duration_ms / 1000,
+            client=s3_client,
         )
     else:
         store = LocalDirBlobStore(settings.local_dir, executor, settings.ttl_days * 86_400.0)
@@ -107,8 +114,11 @@ class BlobStoreBackendFactory:
         self._upload_pool = ThreadPoolExecutor(settings.upload_parallelism, "blob-upload")
         self._download_pool = ThreadPoolExecutor(settings.download_parallelism, "blob-download")
         self._commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, "blob-commit")
-        self._backup_store = backup_store or open_blob_store(settings, self._upload_pool)
-        self._restore_store = restore_store or open_blob_store(settings, self._download_pool)
+        self._s3_client = None
+        if settings.s3_bucket and (backup_store is None or restore_store is None):
+            self._s3_client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        self._backup_store = backup_store or open_blob_store(settings, self._upload_pool, self._s3_client)
+        self._restore_store = restore_store or open_blob_store(settings, self._download_pool, self._s3_client)
         log.info("blob store: %s", settings.location)
 
     def backup_manager(self, task: TaskStoresContext) -> BlobStoreBackupManager:
@@ -140,6 +150,8 @@ class BlobStoreBackendFactory:
             store.close()
         self._upload_pool.shutdown(wait=True)
         self._download_pool.shutdown(wait=True)
+        if self._s3_client is not None:
+            self._s3_client.close()
 
 
 if TYPE_CHECKING:  # the factory and its managers satisfy the backend interfaces (checked by mypy only)

@@ -195,8 +195,8 @@ def test_samzas_ledger_checks_hold_over_restarts_and_a_new_host(
     ledgers: list[LedgerBlobStore] = []
     opened = factory.open_blob_store
 
-    def recorded(settings, executor):
-        ledger = LedgerBlobStore(opened(settings, executor))
+    def recorded(settings, executor, s3_client=None):
+        ledger = LedgerBlobStore(opened(settings, executor, s3_client))
         ledgers.append(ledger)
         return ledger
 
