@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import random
 import re
-import struct
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-from samsa.stores.rocksdb import RocksDbStore
+from count_job import WORDS, count_job, store_counts
 
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
 INDEX_ID = re.compile(r"\S+/snapshot-index\.[0-9a-f]{32}")
 
 
@@ -23,14 +21,6 @@ def _samsa(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _counts(store_dir: Path) -> Counter[str]:
-    db = RocksDbStore(store_dir, name="counts")
-    try:
-        return Counter({k.decode(): struct.unpack(">q", v)[0] for k, v in db.all()})
-    finally:
-        db.close()
-
-
 def test_state_ls_show_download_and_verify_a_blob_backed_job(
     job_config, topics, produce, run_job, tmp_path, subprocess_env
 ):
@@ -38,19 +28,11 @@ def test_state_ls_show_download_and_verify_a_blob_backed_job(
     sent = random.Random(11).choices(WORDS, k=400)
     produce(words, [(w, w) for w in sent])
     blobs = tmp_path / "blobs"
-    config = job_config(
-        f"kafka.{words}",
+    config = count_job(
+        job_config,
+        words,
         out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.backup.factories": "blobstore",
-            "blobstore.local.dir": str(blobs),
-        },
+        **{"stores.counts.backup.factories": "blobstore", "blobstore.local.dir": str(blobs)},
     )
     run_job(config)
     job_file = tmp_path / "job.yaml"
@@ -79,7 +61,7 @@ def test_state_ls_show_download_and_verify_a_blob_backed_job(
         got = _samsa(env, "state", "download", job, "--task", task, "--store", "counts", "--to", str(target))
         assert got.returncode == 0, got.stderr[-3000:]
         assert f"into {target}" in got.stdout and "file(s)" in got.stdout
-        downloaded += _counts(target)
+        downloaded += store_counts(target)
     assert downloaded == Counter(sent), "the two tasks' snapshots hold every count"
 
     again = _samsa(

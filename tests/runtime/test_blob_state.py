@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import random
 import struct
-import subprocess
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from count_job import WORDS, count_job, final_counts, run_cli
 
 from samsa.checkpoint.model import CheckpointV2
 from samsa.runtime.config.config import Config
@@ -23,33 +22,13 @@ from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.rocksdb import RocksDbStore
 
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
-
-
-def _final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for _, _, key, value in sorted(rows, key=lambda r: (r[0], r[1])):
-        last[key.decode()] = struct.unpack(">q", value)[0]
-    return last
-
 
 def _count_job(job_config, words: str, out: str, blobs: Path, **extra: str) -> dict[str, str]:
-    return job_config(
-        f"kafka.{words}",
+    return count_job(
+        job_config,
+        words,
         out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.object.cache.size": "8",
-            "stores.counts.write.batch.size": "4",
-            "stores.backup.factories": "blobstore",
-            "blobstore.local.dir": str(blobs),
-            **extra,
-        },
+        **{"stores.backup.factories": "blobstore", "blobstore.local.dir": str(blobs), **extra},
     )
 
 
@@ -88,16 +67,6 @@ def _expected_at_checkpoint(config, read_topic, words: str, task: str) -> Counte
     )
 
 
-def _run_cli(job_file: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up", *extra],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
 def test_a_new_host_restores_the_store_from_the_blob_store(
     job_config, topics, produce, read_topic, run_job, tmp_path
 ):
@@ -110,7 +79,7 @@ def test_a_new_host_restores_the_store_from_the_blob_store(
     produce(words, [(w, w) for w in second])
     moved = {**config, "job.logged.store.base.dir": str(tmp_path / "other-host")}
     (container,) = run_job(moved)  # no local state: the stores come back from the blob store
-    assert _final_counts(read_topic(out)) == Counter(first + second)
+    assert final_counts(read_topic(out)) == Counter(first + second)
     metrics = container.registry.snapshot()
     downloaded = metrics["samsa_blobstore_downloaded_files"]
     assert len(downloaded) == 2 and all(d["value"] > 0 for d in downloaded)
@@ -131,7 +100,7 @@ def test_the_same_host_reuses_its_local_checkpoint_without_downloading(
     run_job(config)
     produce(words, [("fig", "fig")])
     (container,) = run_job(config)
-    assert _final_counts(read_topic(out)) == Counter([*sent, "fig"])
+    assert final_counts(read_topic(out)) == Counter([*sent, "fig"])
     downloaded = container.registry.snapshot()["samsa_blobstore_downloaded_files"]
     assert [d["value"] for d in downloaded] == [0]
 
@@ -153,7 +122,7 @@ def test_a_kill_9_at_each_commit_step_then_a_fresh_host_restores_the_checkpoint(
     config = _count_job(job_config, words, out, tmp_path / "blobs", **extra)
     job_file = tmp_path / "job.yaml"
     job_file.write_text(json.dumps(config))
-    proc = _run_cli(job_file, env, "--container-id", "0")
+    proc = run_cli(job_file, env, "--container-id", "0")
     assert proc.returncode == -9, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert marker.exists(), f"the container did crash ({crash})"
     # What the blob store holds for the checkpoint is exactly the state of the checkpointed offsets.
@@ -162,10 +131,10 @@ def test_a_kill_9_at_each_commit_step_then_a_fresh_host_restores_the_checkpoint(
             config, read_topic, words, task
         )
     fresh = tmp_path / "fresh-host"
-    proc = _run_cli(job_file, env, f"--config=job.logged.store.base.dir={fresh}")
+    proc = run_cli(job_file, env, f"--config=job.logged.store.base.dir={fresh}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # Outputs may repeat (at-least-once), but the store counted every input exactly once.
-    assert _final_counts(read_topic(out)) == Counter(sent)
+    assert final_counts(read_topic(out)) == Counter(sent)
 
 
 def _index(config: dict[str, str], task: str, index_id: str) -> Any:
@@ -215,7 +184,7 @@ def test_samzas_ledger_checks_hold_over_restarts_and_a_new_host(
     ledgers.clear()
     moved = {**config, "job.logged.store.base.dir": str(tmp_path / "new-host")}
     run_job(moved)
-    assert _final_counts(read_topic(out)) == Counter(sent)
+    assert final_counts(read_topic(out)) == Counter(sent)
     backup_ledger, restore_ledger = ledgers  # the factory opens the backup store, then the restore store
     # 1. A new host reads exactly the last snapshot's blobs and its index; anything else read is an index.
     assert restore_ledger.read - index_ids == file_blobs
@@ -256,7 +225,7 @@ def test_migration_changelog_to_dual_to_blob_restore_and_back(
             produce(words, [(w, w) for w in batch])
             host = {**config, "job.logged.store.base.dir": str(tmp_path / f"host-{step}")}
             (container,) = run_job(host)
-            assert _final_counts(read_topic(out)) == Counter(sent), name
+            assert final_counts(read_topic(out)) == Counter(sent), name
             metrics = container.registry.snapshot()
             downloaded = sum(d["value"] for d in metrics.get("samsa_blobstore_downloaded_files", []))
             replayed = sum(r["value"] for r in metrics.get("samsa_store_restored_records", []))
@@ -304,7 +273,7 @@ def test_a_missing_blob_falls_back_to_the_changelog_and_says_so(
         produce(words, [("kiwi", "kiwi")])
         caplog.set_level("WARNING")
         run_job({**config, "job.logged.store.base.dir": str(tmp_path / "new-host")})
-        assert _final_counts(read_topic(out)) == Counter([*sent, "kiwi"])
+        assert final_counts(read_topic(out)) == Counter([*sent, "kiwi"])
         assert "restoring from its changelog instead of the blob store" in caplog.text
         assert victim in caplog.text
     finally:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-import struct
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+
+from count_job import WORDS, final_counts
 
 from samsa.checkpoint.model import CheckpointV2
 from samsa.runtime.config.config import Config
@@ -14,15 +15,6 @@ from samsa.runtime.coordinator import checkpoint_manager
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.s3 import TTL_TAG_KEY, S3BlobStore
 from samsa.stores.blobstore.transfer import BlobTransfer
-
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
-
-
-def _final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for _, _, key, value in sorted(rows, key=lambda r: (r[0], r[1])):
-        last[key.decode()] = struct.unpack(">q", value)[0]
-    return last
 
 
 def test_commits_and_restores_on_s3_succeed_through_faults_and_leak_nothing(
@@ -64,7 +56,7 @@ def test_commits_and_restores_on_s3_succeed_through_faults_and_leak_nothing(
         produce(words, [(w, w) for w in batch])
         host = {**config, "job.logged.store.base.dir": str(tmp_path / f"host-{run}")}  # a new host each time
         run_job(host)
-        assert _final_counts(read_topic(out)) == Counter(sent)
+        assert final_counts(read_topic(out)) == Counter(sent)
     assert sum(proxy.injected.values()) > 0, "faults were injected"
 
     # The bucket holds exactly the last snapshots (files and indexes), every object permanent.

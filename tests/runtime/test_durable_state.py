@@ -4,52 +4,15 @@ from __future__ import annotations
 
 import json
 import random
-import struct
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
-
-
-def _final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for _, _, key, value in sorted(rows, key=lambda r: (r[0], r[1])):
-        last[key.decode()] = struct.unpack(">q", value)[0]
-    return last
+from count_job import WORDS, count_job, final_counts, run_cli
 
 
 def _count_job(job_config, topics, words: str, out: str, **extra: str) -> dict[str, str]:
-    changelog = f"{words}-counts-changelog"
-    config = job_config(
-        f"kafka.{words}",
-        out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.changelog": f"kafka.{changelog}",
-            "stores.counts.object.cache.size": "8",
-            "stores.counts.write.batch.size": "4",
-            **extra,
-        },
-    )
-    return config
-
-
-def _run(job_file: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    return count_job(
+        job_config, words, out, **{"stores.counts.changelog": f"kafka.{words}-counts-changelog", **extra}
     )
 
 
@@ -65,7 +28,7 @@ def test_state_survives_a_graceful_restart(job_config, topics, produce, read_top
         run_job(
             config
         )  # a fresh start of the container: state comes back from the local checkpoint / changelog
-        assert _final_counts(read_topic(out)) == Counter(first + second)
+        assert final_counts(read_topic(out)) == Counter(first + second)
     finally:
         kafka_admin.delete_topics([f"{words}-counts-changelog"])
 
@@ -83,7 +46,7 @@ def test_state_is_restored_from_the_changelog_on_a_new_host(
         produce(words, [(w, w) for w in second])
         moved = {**config, "job.logged.store.base.dir": str(tmp_path / "other-host")}
         (container,) = run_job(moved)  # no local state at all: everything comes from the changelog
-        assert _final_counts(read_topic(out)) == Counter(first + second)
+        assert final_counts(read_topic(out)) == Counter(first + second)
         restored = container.registry.snapshot()["samsa_store_restored_records"]
         assert sum(r["value"] for r in restored) >= len(set(first)), "the counts came back from the changelog"
         assert container.registry.snapshot()["samsa_container_restore_seconds"][0]["count"] == 1
@@ -110,12 +73,12 @@ def test_a_kill_9_anywhere_leaves_exact_counts(
     job_file = tmp_path / "job.yaml"
     job_file.write_text(json.dumps(config))
     try:
-        proc = _run(job_file, env)
+        proc = run_cli(job_file, env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert marker.exists(), f"the container did crash ({crash})"
         assert "restarting" in proc.stderr
         # Outputs may repeat (at-least-once), but the store counted every input exactly once.
-        assert _final_counts(read_topic(out)) == Counter(sent)
+        assert final_counts(read_topic(out)) == Counter(sent)
     finally:
         kafka_admin.delete_topics([f"{words}-counts-changelog"])
 

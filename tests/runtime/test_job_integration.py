@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from count_job import WORDS, final_counts
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.kafka import ProducerDeliveryError, TopicMismatchError, TopicNotFoundError
@@ -22,18 +22,9 @@ from samsa.serde.registry import SerdeRegistry
 from samsa.serde.testing import FakeSchemaRegistry
 from samsa.streams import SystemStreamPartition
 
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
-
 
 def _words(n: int, seed: int = 1) -> list[str]:
     return random.Random(seed).choices(WORDS, k=n)
-
-
-def _final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for _, _, key, value in sorted(rows, key=lambda r: (r[0], r[1])):
-        last[key.decode()] = struct.unpack(">q", value)[0]
-    return last
 
 
 def _run_until_caught_up(job_file: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -77,7 +68,7 @@ def test_word_count_is_exact_through_the_supervisor(
     proc = _run_until_caught_up(job_file, subprocess_env)
     for cid in range(containers):
         assert f"[container-{cid}]" in proc.stdout
-    assert _final_counts(read_topic(counts)) == Counter(sent)
+    assert final_counts(read_topic(counts)) == Counter(sent)
 
 
 def test_one_and_two_containers_give_the_same_result(job_config, topics, produce, read_topic, run_job):
@@ -88,7 +79,7 @@ def test_one_and_two_containers_give_the_same_result(job_config, topics, produce
     for containers in (1, 2):
         out = topics(4)
         run_job(_count_config(job_config, words, out, containers))
-        results.append(_final_counts(read_topic(out)))
+        results.append(final_counts(read_topic(out)))
     assert results[0] == results[1] == Counter(sent)
 
 

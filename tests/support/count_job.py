@@ -1,0 +1,63 @@
+"""The word-count test job (`samsa_test_tasks:CountTask` with a RocksDB store `counts`) and its checks."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from samsa.stores.rocksdb import RocksDbStore
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
+
+
+def final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
+    """The last count sent per word (outputs may repeat after a crash: the last one is the state)."""
+    last: dict[str, int] = {}
+    for _, _, key, value in sorted(rows, key=lambda r: (r[0], r[1])):
+        last[key.decode()] = struct.unpack(">q", value)[0]
+    return last
+
+
+def count_job(
+    job_config: Callable[..., dict[str, str]], words: str, out: str, **extra: str
+) -> dict[str, str]:
+    """One container counting `words` into the RocksDB store `counts`, sending each count to `out`."""
+    return job_config(
+        f"kafka.{words}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            "job.container.count": "1",
+            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
+            "stores.counts.factory": "rocksdb",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "long",
+            "stores.counts.object.cache.size": "8",
+            "stores.counts.write.batch.size": "4",
+            **extra,
+        },
+    )
+
+
+def store_counts(store_dir: Path) -> Counter[str]:
+    """The counts a `counts` RocksDB dir holds."""
+    db = RocksDbStore(store_dir, name="counts")
+    try:
+        return Counter({k.decode(): struct.unpack(">q", v)[0] for k, v in db.all()})
+    finally:
+        db.close()
+
+
+def run_cli(job_file: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """`samsa run <job> --until-caught-up <extra>` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "samsa.cli", "run", str(job_file), "--until-caught-up", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
