@@ -3,9 +3,10 @@
 Per store: delete the live dir (it may hold writes newer than the checkpoint); reuse the local checkpoint
 dir `<storeDir>-<checkpointId>` when its files match the snapshot index (marker files ignored), otherwise
 delete every local checkpoint dir of the store and download the snapshot's files in parallel into a
-staging dir, verified, then renamed into place. A marker file recording the checkpoint's markers goes into
-the dir, and the live dir is rebuilt from it (hard links), unless the store's changelog tail is replayed
-next: then the changelog restore takes the dir over as a local checkpoint matching its checkpoint.
+staging dir, verified, then renamed to be the live dir. A reused dir gets a fresh marker file and the live
+dir is rebuilt from it (hard links). When the store's changelog tail is replayed next, the snapshot is left
+as a local checkpoint dir with a marker recording the checkpoint's markers instead: the changelog restore
+takes it over as a local checkpoint matching its checkpoint.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class BlobStoreRestoreManager:
         if store_dir.exists():
             shutil.rmtree(store_dir)  # never start from a live dir that may be ahead of the checkpoint
         reused = local.is_dir() and same_dir(local, index.dir_index)
+        tail = store in self.context.tail_restored
         if reused:
             log.info("task %s store %s: reusing local checkpoint dir %s", task, store, local.name)
         else:
@@ -119,14 +121,17 @@ class BlobStoreRestoreManager:
             # never holds the store twice.
             for _, path in list_checkpoint_dirs(store_dir):
                 delete_checkpoint_dir(path)
-            self._download(store, index, local, progress, stop)
-        markers = {
-            backend: stores[store]
-            for backend, stores in self.context.checkpoint_markers.items()
-            if store in stores
-        }
-        write_marker(local, checkpoint_id, markers)
-        if store not in self.context.tail_restored:
+            # Downloaded straight into the live dir, unless the changelog restore takes the store over as
+            # a local checkpoint dir (the commit right after the restore makes the next one anyway).
+            self._download(store, index, local if tail else store_dir, progress, stop)
+        if reused or tail:
+            markers = {
+                backend: stores[store]
+                for backend, stores in self.context.checkpoint_markers.items()
+                if store in stores
+            }
+            write_marker(local, checkpoint_id, markers)
+        if reused and not tail:
             restore_store_dir(local, store_dir)
         for other_id, path in list_checkpoint_dirs(store_dir):
             if other_id != checkpoint_id:
@@ -148,9 +153,12 @@ class BlobStoreRestoreManager:
             self._on_restore(RestoreStats(task, store, progress.files, progress.bytes, reused, seconds))
 
     def _download(
-        self, store: str, index: SnapshotIndex, local: Path, progress: RestoreProgress, stop: threading.Event
+        self, store: str, index: SnapshotIndex, target: Path, progress: RestoreProgress, stop: threading.Event
     ) -> None:
-        staging = local.with_name(local.name + ".tmp")  # a crash's leftover goes with the checkpoint dirs
+        """Downloads the snapshot into `target` (a store or checkpoint dir) through a staging dir."""
+        staging = checkpoint_dir(self.context.store_dirs[store], index.metadata.checkpoint_id)
+        # `<checkpoint dir>.tmp`: a crash's leftover is removed with the checkpoint dirs at the next commit.
+        staging = staging.with_name(staging.name + ".tmp")
         if staging.exists():
             shutil.rmtree(staging)
 
@@ -160,8 +168,8 @@ class BlobStoreRestoreManager:
 
         try:
             self._transfer.restore_dir(index.dir_index, staging, self._base(store), stop, advance)
-            os.rename(staging, local)
-            fsync_dir(local.parent)
+            os.rename(staging, target)
+            fsync_dir(target.parent)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
