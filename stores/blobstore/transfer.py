@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar, cast
 
-from samsa.stores.blobstore import checksum
+from samsa.stores.blobstore import checksum, writeback
 from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata, BlobStoreManager
 from samsa.stores.blobstore.diff import DirDiff
 from samsa.stores.blobstore.exceptions import (
@@ -654,6 +654,7 @@ class _ChunkWriter(io.RawIOBase):
         self._file.truncate()
         self.crc = seed
         self.size = 0
+        self._unsynced_from = offset  # start of the bytes written since the last writeback request
 
     def writable(self) -> bool:
         return True
@@ -665,6 +666,10 @@ class _ChunkWriter(io.RawIOBase):
             written += self._file.write(view[written:]) or 0
         self.crc = checksum.extend(self.crc, view)
         self.size += len(view)
+        end = self._file.tell()
+        if end - self._unsynced_from >= writeback.INTERVAL:
+            writeback.start_writeback(self._file.fileno(), self._unsynced_from, end - self._unsynced_from)
+            self._unsynced_from = end
         return len(view)
 
     def close(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import itertools
+import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -184,3 +186,31 @@ def test_a_crafted_checkpointed_index_neither_fails_the_start_nor_the_commits(ta
     manager.cleanup(checkpoint_id, markers).result()  # the unusable orphan is skipped, not fatal
     index = task.transfer.get_index(markers["a"], manager.base("a"))
     assert index.prev_index_blob_id is None
+
+
+def test_a_restore_starts_writing_large_files_to_disk_while_downloading(
+    task: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from samsa.stores.blobstore import writeback
+    from samsa.stores.blobstore.api import BlobMetadata
+    from samsa.stores.blobstore.diff import dir_diff
+    from samsa.stores.blobstore.index import DirIndex
+
+    requests: list[tuple[int, int]] = []
+    real = writeback.start_writeback
+    monkeypatch.setattr(
+        writeback,
+        "start_writeback",
+        lambda fd, offset, length: (requests.append((offset, length)), real(fd, offset, length)),
+    )
+    source = tmp_path / "source"
+    source.mkdir()
+    data = random.randbytes(2 * writeback.INTERVAL + 12345)
+    (source / "big.sst").write_bytes(data)
+    base = BlobMetadata("", -1, "job", "1", "Partition 0", "a")
+    index = task.transfer.put_dir(dir_diff(source, DirIndex("")), source, base)
+    task.transfer.restore_dir(index, tmp_path / "restored", base)
+    assert (tmp_path / "restored" / "big.sst").read_bytes() == data
+    assert requests and requests[0][0] == 0  # contiguous ranges from the start, each at least INTERVAL
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(requests))
+    assert all(n >= writeback.INTERVAL for _, n in requests)
