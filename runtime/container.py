@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -11,6 +12,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from samsa.adjunct.extractors import extractor_factory_key, extractor_for
+from samsa.adjunct.offsets import read_offsets, write_offsets
+from samsa.adjunct.recovery import adjunct_start
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
@@ -22,13 +26,15 @@ from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, cli
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel
 from samsa.runtime.prometheus import PrometheusServer
-from samsa.runtime.run_loop import PartitionBuffer, RunLoop
+from samsa.runtime.run_loop import PartitionBuffer, Process, RunLoop
 from samsa.runtime.state import ContainerState
+from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.changelog.exceptions import RestoreInterrupted
+from samsa.stores.factory import ROCKSDB
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -63,6 +69,8 @@ class Container:
         self._state: ContainerState | None = None
         self._checkpoint_producer: KafkaProducer | None = None
         self._restore_stop = threading.Event()
+        #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
+        self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
 
     def stop(self) -> None:
         """Graceful stop: finish the message in hand, flush, commit, close (signal-handler safe)."""
@@ -91,7 +99,76 @@ class Container:
                 self.job.window_ms,
             )
             ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name)))
+            for ssp in tm.partitions:
+                start = self._adjunct_starts.get(ssp)
+                if start is not None:
+                    ti.offsets[ssp] = start
             self._tasks.append(ti)
+
+    def _adjunct_store_of(self, ssp: SystemStreamPartition) -> str | None:
+        for store, stream in self.job.adjunct_inputs.items():
+            if stream == ssp.system_stream:
+                return store
+        return None
+
+    def _prepare_adjunct_stores(self) -> dict[SystemStreamPartition, int | None]:
+        """Applies the recovery table to every adjunct store of every task: keeps, or wipes, its directory
+        and decides where its stream is read from (before any store is opened)."""
+        assert self._state is not None
+        starts: dict[SystemStreamPartition, int | None] = {}
+        now_ms = time.time() * 1000
+        for tm in self.model.tasks:
+            for ssp in tm.partitions:
+                store = self._adjunct_store_of(ssp)
+                if store is None:
+                    continue
+                store_dir = self._state.storage.contexts[tm.name].store_dirs[store]
+                persistent = self._state.specs[store].factory == ROCKSDB
+                stored = read_offsets(store_dir, [ssp]) if persistent and store_dir.is_dir() else None
+                low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+                decision = adjunct_start(
+                    persistent=persistent,
+                    bootstrap=self.job.stream(ssp.system_stream).bootstrap,
+                    exists=store_dir.is_dir(),
+                    stored_offset=stored.offsets[ssp] if stored else None,
+                    stored_at_ms=stored.written_at * 1000 if stored else None,
+                    now_ms=now_ms,
+                    max_staleness_ms=self.job.config.value(f"stores.{store}.adstore.max.staleness.ms"),
+                    low=low,
+                    high=high,
+                )
+                log.info("adjunct store %s of %s (%s): %s", store, tm.name, ssp, decision.note)
+                if decision.wipe:
+                    shutil.rmtree(store_dir)
+                starts[ssp] = decision.offset
+        return starts
+
+    def _adjunct_handler(self, ti: TaskInstance, store: str, ssp: SystemStreamPartition) -> Process:
+        """Writes the messages of an adjunct stream's partition into its store instead of `process`."""
+        assert self._state is not None
+        writer = ti.storage.writers[store]
+        spec = self._state.specs[store]
+        factory = self.job.config.value(extractor_factory_key(store))
+        extractor = extractor_for(store, factory, self._serdes.get(spec.key_serde))
+        stored = self.registry.counter(
+            m.ADJUNCT_RECORDS, "Records written to adjunct stores", {"task": ti.name, "store": store}
+        )
+        if spec.factory == ROCKSDB:
+            store_dir = ti.storage.context.store_dirs[store]
+
+            def record_offset() -> None:
+                # After the store's flush: the file never claims more than the store holds.
+                if ssp in ti.offsets:
+                    write_offsets(store_dir, {ssp: ti.offsets[ssp]})
+
+            ti.storage.after_flush.append(record_offset)
+
+        def handle(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+            entries = list(extractor.extract(envelope))
+            writer.put_all(entries)
+            stored.inc(len(entries))
+
+        return handle
 
     def _start_offsets(
         self, partitions: Sequence[SystemStreamPartition], checkpoint: AnyCheckpoint | None
@@ -140,6 +217,9 @@ class Container:
                     (settings.msg_serde, msg_serde),
                     bootstrap=settings.bootstrap,
                 )
+                store = self._adjunct_store_of(ssp)
+                if store is not None:
+                    buf.handler = self._adjunct_handler(ti, store, ssp)
                 sources.setdefault(ssp.system, {})[buf.tp] = buf
                 self.registry.gauge_fn(
                     m.CONSUMER_LAG,
@@ -237,6 +317,7 @@ class Container:
             self._state = ContainerState(
                 self.job, self.model, self._serdes, self._producers, self._checkpoints, write_versions
             )
+            self._adjunct_starts = self._prepare_adjunct_stores()
             try:
                 storages = self._state.start(checkpoints, self._restore_stop, self.registry)
             except RestoreInterrupted:

@@ -11,7 +11,7 @@ from typing import Any
 from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError
 from samsa.runtime.metrics import Counter, Timer
-from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
+from samsa.runtime.task import IncomingMessageEnvelope, MessageCollector, RequestScope, TaskCoordinator
 from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.base import Serde, fast_from_bytes
 from samsa.streams import SystemStreamPartition
@@ -34,6 +34,7 @@ PAUSE_ABOVE = 2 * FETCH_SIZE
 _SOLO_CHUNK = 256
 
 BadMessageHandler = Callable[["PartitionBuffer", RawMessage, str, Exception], None]
+Process = Callable[[IncomingMessageEnvelope, MessageCollector, TaskCoordinator], None]
 
 
 class PartitionBuffer:
@@ -42,6 +43,7 @@ class PartitionBuffer:
     __slots__ = (
         "bootstrap",
         "consumer",
+        "handler",
         "key_from",
         "key_serde",
         "key_serde_name",
@@ -74,6 +76,8 @@ class PartitionBuffer:
         self.key_from = fast_from_bytes(self.key_serde)
         self.msg_from = fast_from_bytes(self.msg_serde)
         self.bootstrap = bootstrap
+        #: Takes the partition's messages instead of the task's `process` (an adjunct store's stream).
+        self.handler: Process | None = None
         self.messages: list[RawMessage] = []
         self.pos = 0
         self.paused = False
@@ -170,7 +174,7 @@ class RunLoop:
         pos = first = buf.pos
         end = min(pos + limit, len(msgs))
         ti = buf.task
-        process = ti.task.process
+        process = buf.handler or ti.task.process
         collector = ti.collector
         coordinator = ti.coordinator
         key_from, msg_from = buf.key_from, buf.msg_from

@@ -169,6 +169,7 @@ class ContainerState:
             backends,
             producers[system].send if system is not None else None,
             job.config.value("stores.restore.parallelism"),
+            {store: f"stream {stream}" for store, stream in job.adjunct_inputs.items()},
         )
         self._pool = ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
         self.commit_managers: dict[str, TaskCommitManager] = {}

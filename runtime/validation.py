@@ -40,6 +40,16 @@ def check_job(job: JobConfig) -> None:
     for store, spec in specs.items():
         _resolve(serdes, spec.key_serde, f"stores.{store}.key.serde", None, True)
         _resolve(serdes, spec.msg_serde, f"stores.{store}.msg.serde", None, False)
+    for store in job.adjunct_inputs:
+        if store in specs and store_backends(job.config, specs[store]).durable:
+            raise ConfigError(
+                f"stores.{store}.backup.factories: store {store!r} is an adjunct store, rebuilt from its "
+                f"stream; set stores.{store}.backup.factories= (empty) to keep the job-wide backup off it"
+            )
+        if store not in specs:
+            raise ConfigError(
+                f"stores.{store}.factory is required: stores.{store}.adstore.input names store {store!r}"
+            )
     _check_blob_checkpoints(
         job, [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
     )

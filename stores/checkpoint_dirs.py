@@ -105,57 +105,78 @@ def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str]) -> None
         "checkpoint-id": checkpoint_id,
         "markers": dict(markers),
     }
+    write_checked_json(dir / MARKER_FILE, payload)
+
+
+def write_checked_json(target: Path, payload: dict[str, Any]) -> None:
+    """Atomically writes `payload` with a CRC32 of its canonical form: temp file, fsync, rename, dir fsync.
+
+    A reader (`read_checked_json`) then sees the old file or the new one, never a torn one.
+    """
     document = {**payload, "crc32": _crc32(payload)}
-    target = dir / MARKER_FILE
-    tmp = dir / f"{MARKER_FILE}.tmp"
+    tmp = target.with_name(f"{target.name}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as out:
             json.dump(document, out, indent=2, sort_keys=True)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)
-        fsync_dir(dir)
+        fsync_dir(target.parent)
     except OSError as e:
-        raise StoreError(f"cannot write checkpoint marker {target}: {e}") from e
+        raise StoreError(f"cannot write {target}: {e}") from e
+
+
+def read_checked_json(path: Path) -> tuple[str, dict[str, Any] | None, float]:
+    """(problem, payload, mtime) of a file `write_checked_json` wrote: payload None with the problem when
+    it is missing, unreadable, not JSON or its checksum does not match."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        written_at = path.stat().st_mtime
+    except FileNotFoundError:
+        return "missing", None, 0.0
+    except (OSError, UnicodeDecodeError) as e:
+        return f"unreadable ({e})", None, 0.0
+    try:
+        document = json.loads(text)
+    except ValueError as e:
+        return f"not JSON ({e})", None, written_at
+    if not isinstance(document, dict):
+        return "not a JSON object", None, written_at
+    checksum = document.pop("crc32", None)
+    if checksum != _crc32(document):
+        return "checksum mismatch (a torn or edited file)", None, written_at
+    return "", document, written_at
 
 
 def read_marker(dir: Path) -> StoreMarker | None:
     """The marker in `dir`, or None when it is missing, unreadable, corrupt or of an unknown version."""
     path = dir / MARKER_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-        written_at = path.stat().st_mtime
-    except FileNotFoundError:
-        log.debug("no checkpoint marker at %s", path)
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        log.warning("cannot read checkpoint marker %s (%s); ignoring that checkpoint dir", path, e)
-        return None
-    problem, marker = _parse_marker(text, written_at)
+    problem, document, written_at = read_checked_json(path)
+    marker = None if document is None else _parse_marker(document, written_at)
+    if document is not None and marker is None:
+        problem = _marker_problem(document)
     if marker is None:
-        log.warning("ignoring checkpoint marker %s: %s", path, problem)
+        level = logging.DEBUG if problem == "missing" else logging.WARNING
+        log.log(level, "ignoring checkpoint marker %s: %s", path, problem)
     return marker
 
 
-def _parse_marker(text: str, written_at: float) -> tuple[str, StoreMarker | None]:
-    try:
-        document = json.loads(text)
-    except ValueError as e:
-        return f"not JSON ({e})", None
-    if not isinstance(document, dict):
-        return "not a JSON object", None
-    checksum = document.pop("crc32", None)
-    if checksum != _crc32(document):
-        return "checksum mismatch (a torn or edited file)", None
+def _marker_problem(document: dict[str, Any]) -> str:
     version = document.get("schema-version")
     if version != MARKER_SCHEMA_VERSION:
-        return f"schema-version {version!r}, this Samsa reads {MARKER_SCHEMA_VERSION}", None
+        return f"schema-version {version!r}, this Samsa reads {MARKER_SCHEMA_VERSION}"
+    return "'checkpoint-id' must be a string and 'markers' an object mapping backend names to strings"
+
+
+def _parse_marker(document: dict[str, Any], written_at: float) -> StoreMarker | None:
+    if document.get("schema-version") != MARKER_SCHEMA_VERSION:
+        return None
     checkpoint_id, markers = document.get("checkpoint-id"), document.get("markers")
     if not isinstance(checkpoint_id, str) or not isinstance(markers, dict):
-        return "'checkpoint-id' must be a string and 'markers' an object", None
+        return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in markers.items()):
-        return "'markers' must map backend names to strings", None
-    return "", StoreMarker(checkpoint_id, markers, written_at)
+        return None
+    return StoreMarker(checkpoint_id, markers, written_at)
 
 
 def _crc32(payload: dict[str, Any]) -> int:

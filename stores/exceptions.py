@@ -39,3 +39,14 @@ class StoreConfigError(StoreError):
     def __init__(self, key: str, problem: str) -> None:
         self.key = key
         super().__init__(f"{key}: {problem}")
+
+
+class ReadOnlyStoreError(StoreError):
+    """A task wrote to a store the system keeps (an adjunct store fed by a stream)."""
+
+    def __init__(self, name: str, fed_by: str) -> None:
+        self.name = name
+        super().__init__(
+            f"store {name!r} is read-only: it is an adjunct store kept by the system from {fed_by}; "
+            "write to the stream instead, or use another store for the task's own state"
+        )

@@ -31,6 +31,7 @@ from samsa.stores.blobstore.exceptions import SNAPSHOT_UNUSABLE
 from samsa.stores.cached import CachedStore, cache_settings
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
+from samsa.stores.readonly import ReadOnlyStore
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.serialized import SerializedStore
 
@@ -106,17 +107,32 @@ class StoreRestore:
 class TaskStorage:
     """The open stores of one task, with what commits need (engines, dirs, backends)."""
 
-    def __init__(self, context: TaskStoresContext, stores: dict[str, KeyValueStore[Any, Any]]) -> None:
+    def __init__(
+        self,
+        context: TaskStoresContext,
+        stores: dict[str, KeyValueStore[Any, Any]],
+        writers: dict[str, KeyValueStore[Any, Any]] | None = None,
+    ) -> None:
         self.context = context
         self.task_name = context.task_name
+        #: What the task sees (read-only views of the stores the system writes).
         self.stores = stores
+        #: The writable stores behind the read-only views, for the system.
+        self.writers = dict(writers or {})
+        #: Called after every flush (e.g. to record how far the stores are).
+        self.after_flush: list[Callable[[], None]] = []
+
+    def _all(self) -> list[KeyValueStore[Any, Any]]:
+        return [self.writers.get(name, store) for name, store in self.stores.items()]
 
     def flush(self) -> None:
-        for store in self.stores.values():
+        for store in self._all():
             store.flush()
+        for hook in self.after_flush:
+            hook()
 
     def close(self) -> None:
-        for store in self.stores.values():
+        for store in self._all():
             store.close()
 
 
@@ -135,8 +151,12 @@ class ContainerStorage:
         backends: Mapping[str, StateBackendFactory],
         changelog_send: Send | None,
         parallelism: int = 4,
+        read_only: Mapping[str, str] | None = None,
     ) -> None:
         self.job_key = job_key
+        #: Stores the system writes and tasks only read (adjunct stores) -> what feeds them. They are not
+        #: wiped at start: their keeper decides what to keep.
+        self.read_only = dict(read_only or {})
         self.tasks = tasks
         self.specs = dict(specs)
         self.serdes = serdes
@@ -177,7 +197,7 @@ class ContainerStorage:
             context = self.contexts[task.name]
             self._open_in_memory_engines(context)
             for name, backends in self.store_backends.items():
-                if not backends.durable:
+                if not backends.durable and name not in self.read_only:
                     self._wipe(context.store_dirs[name], task.name, name)
             task_markers = markers.get(task.name)
             checkpoint_id = checkpoint_ids.get(task.name)
@@ -293,7 +313,10 @@ class ContainerStorage:
                 engine = context.engines.get(name) or open_engine(spec, path)
                 context.engines[name] = engine
                 stores[name] = self._layers(engine, spec, task.changelog_partition)
-            out[task.name] = TaskStorage(context, stores)
+            writers = {name: stores[name] for name in self.read_only}
+            for name, fed_by in self.read_only.items():
+                stores[name] = ReadOnlyStore(writers[name], name, fed_by)
+            out[task.name] = TaskStorage(context, stores, writers)
         return out
 
     def _layers(

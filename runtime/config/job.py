@@ -57,6 +57,9 @@ class JobConfig:
         self.id: str = config.value("job.id")
         self.task_class: str = config.required("task.class")
         self.inputs = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
+        #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
+        self.adjunct_inputs = self._adjunct_inputs()
+        self.inputs += list(self.adjunct_inputs.values())
         self.outputs = [parse_stream(s, "task.outputs") for s in config.value("task.outputs") or []]
         self.container_count: int = config.value("job.container.count")
         self.commit_ms: int = config.value("task.commit.ms")
@@ -69,6 +72,33 @@ class JobConfig:
         self.prometheus_port: int | None = config.value("metrics.prometheus.port")
         self.max_restarts: int = config.value("deploy.local.max.restarts")
         self._check()
+
+    def _adjunct_inputs(self) -> dict[str, SystemStream]:
+        found: dict[str, SystemStream] = {}
+        suffix = ".adstore.input"
+        for key in sorted(self.config):
+            if not (key.startswith("stores.") and key.endswith(suffix)):
+                continue
+            store = key[len("stores.") : -len(suffix)]
+            stream = parse_stream(self.config[key], key)
+            if stream in self.inputs:
+                raise ConfigError(
+                    f"{key}={stream}: the stream is also in task.inputs; an adjunct stream's messages go "
+                    "to its store, never to process() - remove it from task.inputs"
+                )
+            if f"stores.{store}.changelog" in self.config:
+                raise ConfigError(
+                    f"stores.{store}.changelog: store {store!r} is an adjunct store (stores.{store}.adstore."
+                    "input), rebuilt from its stream; it cannot also have a changelog - remove one of them"
+                )
+            other = next((s for s, taken in found.items() if taken == stream), None)
+            if other is not None:
+                raise ConfigError(
+                    f"{key}={stream}: stream already feeds store {other!r} (stores.{other}.adstore.input); "
+                    "one stream feeds one adjunct store"
+                )
+            found[store] = stream
+        return found
 
     @property
     def job_key(self) -> str:

@@ -294,10 +294,24 @@ KEYS = [
         minimum=0,
     ),
     # Adjunct stores
-    Key("stores.<s>.adstore.input", "str", "Stream feeding the adjunct store.", not_yet=_ADJUNCT),
-    Key("stores.<s>.adstore.key.value.extractor.factory", "str", "Key/value extractor.", not_yet=_ADJUNCT),
+    Key(
+        "stores.<s>.adstore.input",
+        "str",
+        "<system>.<stream> feeding the read-only adjunct store; its messages go to the store, not process.",
+    ),
+    Key(
+        "stores.<s>.adstore.key.value.extractor.factory",
+        "str",
+        "debezium (built in) or module:factory of a key/value extractor (default: envelope key and value).",
+    ),
     Key("stores.adstore.manager.factory", "str", "Adjunct store manager.", not_yet=_ADJUNCT),
-    Key("stores.<s>.adstore.max.staleness.ms", "int", "Maximum staleness.", not_yet=_ADJUNCT),
+    Key(
+        "stores.<s>.adstore.max.staleness.ms",
+        "int",
+        "A persistent adjunct store whose offsets file is older than this is rebuilt at start.",
+        default="86400000",
+        minimum=0,
+    ),
 ]
 
 # A key under one of these prefixes that the registry does not know is a mistake, not a user's own key.

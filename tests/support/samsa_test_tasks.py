@@ -103,3 +103,24 @@ class FailingTask(StreamTask):
     ) -> None:
         if envelope.value == "boom":
             raise ValueError("boom")
+
+
+class EnrichTask(StreamTask):
+    """Sends each order (keyed by customer id) with its customer's `name` from the adjunct store
+    `customers`, or `?` when the customer is unknown; with `test.write.adjunct` it tries to write to it."""
+
+    def init(self, context: TaskContext) -> None:
+        self.customers: Any = context.store("customers")
+        self.output = context.config["test.output"]
+        self.write = context.config.get("test.write.adjunct") == "true"
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        if self.write:
+            self.customers.put(envelope.key, {"name": "mine"})
+        customer = self.customers.get(envelope.key)
+        name = customer["name"] if customer else "?"
+        collector.send(
+            OutgoingMessage("kafka", self.output, key=envelope.key, value=f"{envelope.value}:{name}")
+        )

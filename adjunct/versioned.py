@@ -1,0 +1,505 @@
+"""Sealed versions of a bounded adjunct dataset: readers see the last sealed one while the next is built.
+
+A bounded dataset (a model, a reference file) arrives record by record on a stream and ends with an
+end-of-dataset marker. Version N of it lives in its own engine dir `root/v<N>`; the pointer file
+`root/VERSIONS` names the sealed version, so that rewriting the pointer (atomically) is the one switch
+point between versions:
+
+- a build writes into `v<N+1>` beside the sealed `v<N>`; readers keep reading `v<N>`;
+- `seal` makes `v<N+1>` durable, rewrites the pointer, points the readers at it, then drops `v<N>`;
+- a restart serves the version the pointer names and deletes every other `v<M>`: a build cut short (the
+  stream is re-read from where that build started, `resume_offset`) or an old version whose deletion
+  the crash interrupted.
+
+A crash at any step thus leaves the old sealed version or the new one, never a mix or a partial one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from samsa.stores.api import KeyValueStore
+from samsa.stores.checkpoint_dirs import fsync_dir, read_checked_json, write_checked_json
+from samsa.stores.exceptions import ReadOnlyStoreError, StoreClosedError, StoreError
+
+log = logging.getLogger(__name__)
+
+POINTER_FILE = "VERSIONS"
+POINTER_SCHEMA_VERSION = 1
+_VERSION_DIR = re.compile(r"v(\d+)")
+
+Engine = KeyValueStore[bytes, bytes]
+
+
+@runtime_checkable
+class _BulkLoadable(Protocol):
+    """An engine that can skip its write-ahead log while it is built (RocksDB)."""
+
+    def begin_bulk_load(self) -> None: ...
+
+    def end_bulk_load(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Pointer:
+    """What `VERSIONS` records."""
+
+    #: The version readers see; None before the first seal.
+    sealed: int | None = None
+    #: Offset where the build after `sealed` starts (the offset after its end-of-dataset marker).
+    next_start: int | None = None
+    #: The version being built and the offset its build started from (None: the stream's beginning).
+    building: int | None = None
+    building_start: int | None = None
+
+
+class VersionedStore:
+    """Sealed versions of a bounded dataset in `root` (one engine dir per version + a pointer file).
+
+    The feeding side (`write`, `seal`, `flush`, `close`) runs on one thread; `reader()` may be read from
+    any thread (a broadcast store is read by every task of the container). A read pins the version it
+    started on, so a seal never closes an engine under a `get` or an unfinished `all()`/`range()`
+    iterator: the replaced version is closed and its dir deleted when its last read ends (an iterator
+    is exhausted, closed or garbage collected). An iterator kept alive without being finished keeps the
+    old version's files on disk until then; a restart deletes them in any case.
+
+    The engine must keep its data in the version's dir: a restart trusts the pointer only when the sealed
+    version's dir holds files. With an engine that writes nothing there (in-memory) a restart therefore
+    starts over, `resume_offset` None: the dataset is re-read from the beginning of its stream.
+    """
+
+    def __init__(self, root: Path, open_engine: Callable[[Path], Engine], name: str) -> None:
+        self.root = root
+        self.name = name
+        self._open_engine = open_engine
+        self._closed = False
+        self._building: _Version | None = None
+        root.mkdir(parents=True, exist_ok=True)
+        self._pointer = self._recover()
+        self._serving = _Serving(name)
+        if self._pointer.sealed is not None:
+            self._serving.swap(self._open(self._pointer.sealed))
+        self._reader = VersionedReader(self._serving, name)
+
+    @property
+    def sealed_version(self) -> int | None:
+        """The version readers see; None while no version was ever sealed."""
+        return self._pointer.sealed
+
+    @property
+    def resume_offset(self) -> int | None:
+        """Offset to re-read the stream from after a restart: where the unfinished (or next) build starts.
+
+        None means the stream's beginning (no version sealed yet).
+        """
+        pointer = self._pointer
+        return pointer.building_start if pointer.building is not None else pointer.next_start
+
+    def write(self, entries: Iterable[tuple[bytes, bytes | None]], offset: int) -> None:
+        """Apply `entries` (None values delete) to the version being built, starting one if none is.
+
+        `offset` is the offset of the batch's last record. A batch before the current build's start is a
+        redelivery of records a sealed version already holds (at-least-once replay) and is skipped.
+        """
+        self._check_open()
+        start = self._pointer.next_start
+        if start is not None and offset < start:
+            log.debug(
+                "store %r: skipping records up to offset %d, sealed before %d", self.name, offset, start
+            )
+            return
+        building = self._building or self._start_build()
+        building.engine.put_all(entries)
+
+    def seal(self, next_offset: int) -> int:
+        """Seal the version being built (an empty one if nothing was written) and switch readers to it.
+
+        `next_offset` is where the next build starts (the offset after the end-of-dataset marker).
+        Returns the sealed version's number. A marker replayed from before the current build (its
+        `next_offset` not beyond the last seal's) changes nothing and returns the sealed version.
+        """
+        self._check_open()
+        pointer = self._pointer
+        if (
+            pointer.sealed is not None
+            and pointer.next_start is not None
+            and next_offset <= pointer.next_start
+        ):
+            log.info(
+                "store %r: end-of-dataset marker before offset %d was already sealed as version %d; "
+                "ignoring the replay",
+                self.name,
+                next_offset,
+                pointer.sealed,
+            )
+            return pointer.sealed
+        building = self._building or self._start_build()
+        _finish_build(building.engine)
+        # The pointer must never name a dir whose entry a power loss could still take away.
+        fsync_dir(building.path)
+        fsync_dir(self.root)
+        sealed = _Pointer(sealed=building.number, next_start=next_offset)
+        _save_pointer(self.root, sealed)  # the switch point: a restart now serves the new version
+        self._pointer = sealed
+        self._building = None
+        self._serving.swap(building)
+        log.info(
+            "store %r: sealed version %d; the next one starts at offset %d",
+            self.name,
+            sealed.sealed,
+            next_offset,
+        )
+        return building.number
+
+    def reader(self) -> KeyValueStore[bytes, bytes]:
+        """A read-only view that always reads the current sealed version (empty before the first seal)."""
+        return self._reader
+
+    def flush(self) -> None:
+        """Nothing to make durable: a version is flushed when it is sealed, and a build in progress is
+        discarded by a restart anyway, so flushing it would buy nothing."""
+        self._check_open()
+
+    def close(self) -> None:
+        """Close every engine; readers then raise `StoreClosedError`. A partial build's dir is deleted at
+        the next start (it is discarded there anyway). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        building, self._building = self._building, None
+        try:
+            if building is not None:
+                building.engine.close()
+        finally:
+            self._serving.close()
+
+    def _recover(self) -> _Pointer:
+        """The pointer on disk, after deleting every version dir it does not name as sealed."""
+        path = self.root / POINTER_FILE
+        problem, document, _ = read_checked_json(path)
+        pointer = _Pointer()
+        if document is not None:
+            parsed = _parse_pointer(document, path, self.root)
+            if parsed is None:
+                problem = "fields of the wrong type"
+            else:
+                pointer = parsed
+        reset = problem not in ("", "missing")
+        if reset:
+            log.warning(
+                "store %r: ignoring its version pointer %s (%s); the dataset is rebuilt from the "
+                "beginning of its stream",
+                self.name,
+                path,
+                problem,
+            )
+        if pointer.sealed is not None and not _holds_files(self._dir(pointer.sealed)):
+            log.warning(
+                "store %r: sealed version dir %s holds no data (the engine keeps none on disk, or the dir "
+                "was removed); the dataset is rebuilt from the beginning of its stream",
+                self.name,
+                self._dir(pointer.sealed),
+            )
+            pointer, reset = _Pointer(), True
+        for number, version_dir in _version_dirs(self.root):
+            if number != pointer.sealed:
+                log.info(
+                    "store %r: deleting %s, a version that is not the sealed one", self.name, version_dir
+                )
+                _delete_dir(version_dir)
+        path.with_name(f"{POINTER_FILE}.tmp").unlink(missing_ok=True)
+        if reset:
+            _save_pointer(self.root, pointer)
+        if pointer.building is not None:
+            log.info(
+                "store %r: the build of version %d was cut short; it restarts from offset %s",
+                self.name,
+                pointer.building,
+                pointer.building_start,
+            )
+        return pointer
+
+    def _start_build(self) -> _Version:
+        number = (self._pointer.sealed or 0) + 1
+        self._pointer = replace(self._pointer, building=number, building_start=self._pointer.next_start)
+        _save_pointer(self.root, self._pointer)
+        path = self._dir(number)
+        if path.exists():
+            _delete_dir(path)  # what an earlier attempt of this build left (a seal that failed to switch)
+        path.mkdir()
+        version = self._open(number)
+        if isinstance(version.engine, _BulkLoadable):
+            # A crash discards the build, so its writes need no write-ahead log until the seal flushes.
+            version.engine.begin_bulk_load()
+        self._building = version
+        return version
+
+    def _open(self, number: int) -> _Version:
+        path = self._dir(number)
+        return _Version(number, path, self._open_engine(path))
+
+    def _dir(self, number: int) -> Path:
+        return self.root / f"v{number}"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(self.name)
+
+    def __repr__(self) -> str:
+        pointer = self._pointer
+        return (
+            f"VersionedStore({self.name!r}, {self.root}, sealed={pointer.sealed}, building={pointer.building}"
+            f"{', closed' if self._closed else ''})"
+        )
+
+
+class VersionedReader(KeyValueStore[bytes, bytes]):
+    """What readers of a versioned store get: reads of its current sealed version, no writes.
+
+    `flush` and `close` do nothing: the store's owner flushes and closes it.
+    """
+
+    def __init__(self, serving: _Serving, name: str) -> None:
+        self._serving = serving
+        self.name = name
+
+    def get(self, key: bytes) -> bytes | None:
+        version = self._serving.pin()
+        if version is None:
+            return None
+        try:
+            return version.engine.get(key)
+        finally:
+            self._serving.unpin(version)
+
+    def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        version = self._serving.pin()
+        if version is None:
+            return {}
+        try:
+            return version.engine.get_all(keys)
+        finally:
+            self._serving.unpin(version)
+
+    def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._pinned(lambda engine: engine.range(from_key, to_key))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._pinned(lambda engine: engine.all())
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        raise self._read_only()
+
+    def delete(self, key: bytes) -> None:
+        raise self._read_only()
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        raise self._read_only()
+
+    def flush(self) -> None:
+        """The store's owner flushes it."""
+
+    def close(self) -> None:
+        """The store's owner closes it."""
+
+    def _pinned(
+        self, read: Callable[[Engine], Iterator[tuple[bytes, bytes]]]
+    ) -> Iterator[tuple[bytes, bytes]]:
+        version = self._serving.pin()
+        if version is None:
+            return iter(())
+        try:
+            entries = read(version.engine)
+        except BaseException:
+            self._serving.unpin(version)
+            raise
+        return _PinnedEntries(self._serving, version, entries)
+
+    def _read_only(self) -> ReadOnlyStoreError:
+        return ReadOnlyStoreError(self.name, f"its input stream (stores.{self.name}.adstore.input)")
+
+    def __repr__(self) -> str:
+        return f"VersionedReader({self.name!r})"
+
+
+class _Version:
+    """One version's engine, with the count of reads still using it."""
+
+    __slots__ = ("engine", "number", "path", "pins", "retired")
+
+    def __init__(self, number: int, path: Path, engine: Engine) -> None:
+        self.number = number
+        self.path = path
+        self.engine = engine
+        self.pins = 0
+        self.retired = False
+
+
+class _Serving:
+    """The sealed version readers see, swapped under a lock; a replaced one is dropped after its last read.
+
+    The lock is reentrant because an iterator's unpin may run from garbage collection on a thread that
+    already holds it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.RLock()
+        self._current: _Version | None = None
+        self._draining: list[_Version] = []  # replaced versions some read still uses
+        self._closed = False
+
+    def pin(self) -> _Version | None:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(self._name)
+            version = self._current
+            if version is not None:
+                version.pins += 1
+            return version
+
+    def unpin(self, version: _Version) -> None:
+        with self._lock:
+            version.pins -= 1
+            idle = version.retired and version.pins == 0
+            if idle and version in self._draining:
+                self._draining.remove(version)
+        if idle:
+            _drop(version)
+
+    def swap(self, new: _Version) -> None:
+        with self._lock:
+            old, self._current = self._current, new
+            if old is None:
+                return
+            old.retired = True
+            idle = old.pins == 0
+            if not idle:
+                self._draining.append(old)
+        if idle:
+            _drop(old)
+        else:
+            log.debug("version dir %s is dropped once its %d open reads end", old.path, old.pins)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            current, self._current = self._current, None
+            draining, self._draining = self._draining, []
+        for version in draining:
+            _drop(version)
+        if current is not None:
+            current.engine.close()
+
+
+class _PinnedEntries(Iterator[tuple[bytes, bytes]]):
+    """An iterator over one version that keeps that version open until it is exhausted or dropped."""
+
+    def __init__(self, serving: _Serving, version: _Version, entries: Iterator[tuple[bytes, bytes]]) -> None:
+        self._serving: _Serving | None = serving
+        self._version = version
+        self._entries: Iterator[tuple[bytes, bytes]] | None = entries
+        self._store_closed = False
+
+    def __next__(self) -> tuple[bytes, bytes]:
+        entries = self._entries
+        if entries is None:
+            if self._store_closed:
+                raise StoreClosedError(self._version.engine.name)
+            raise StopIteration
+        try:
+            return next(entries)
+        except StoreClosedError:
+            self._store_closed = True
+            self.close()
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the version now rather than at garbage collection."""
+        serving, self._serving = self._serving, None
+        self._entries = None
+        if serving is not None:
+            serving.unpin(self._version)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _finish_build(engine: Engine) -> None:
+    if isinstance(engine, _BulkLoadable):
+        engine.end_bulk_load()  # flushes what skipped the log, and logs later writes again
+    else:
+        engine.flush()
+
+
+def _drop(version: _Version) -> None:
+    """Close a replaced version and delete its dir; a dir left behind is deleted at the next start."""
+    try:
+        version.engine.close()
+        _delete_dir(version.path)
+    except StoreError as e:
+        log.warning(
+            "could not drop replaced version %d: %s; it is deleted at the next start", version.number, e
+        )
+
+
+def _delete_dir(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise StoreError(f"cannot delete version dir {path}: {e}; remove it by hand") from e
+
+
+def _save_pointer(root: Path, pointer: _Pointer) -> None:
+    payload: dict[str, Any] = {
+        "schema-version": POINTER_SCHEMA_VERSION,
+        "sealed-version": pointer.sealed,
+        "next-build-start": pointer.next_start,
+        "building-version": pointer.building,
+        "building-start": pointer.building_start,
+    }
+    write_checked_json(root / POINTER_FILE, payload)
+
+
+def _parse_pointer(document: dict[str, Any], path: Path, root: Path) -> _Pointer | None:
+    """The pointer `document` holds; None when a field has the wrong type."""
+    version = document.get("schema-version")
+    if version != POINTER_SCHEMA_VERSION:
+        raise StoreError(
+            f"version pointer {path} has schema-version {version!r}, this Samsa reads "
+            f"{POINTER_SCHEMA_VERSION}: run the Samsa that wrote it, or delete {root} to rebuild the dataset "
+            "from its stream"
+        )
+    names = ("sealed-version", "next-build-start", "building-version", "building-start")
+    fields = [document.get(name) for name in names]
+    if not all(value is None or (isinstance(value, int) and not isinstance(value, bool)) for value in fields):
+        return None
+    return _Pointer(*fields)
+
+
+def _version_dirs(root: Path) -> list[tuple[int, Path]]:
+    found = []
+    for entry in root.iterdir():
+        match = _VERSION_DIR.fullmatch(entry.name)
+        if match is not None and entry.is_dir():
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def _holds_files(path: Path) -> bool:
+    try:
+        return any(path.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return False

@@ -1,0 +1,108 @@
+"""Adjunct data stores on the real broker: CDC-fed read-only stores, bootstrap, recovery, read-only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from samsa.stores.exceptions import ReadOnlyStoreError
+
+
+def _cdc(op: str, cid: int, name: str | None, schema: bool = False) -> tuple[str, str | None]:
+    key = json.dumps({"id": cid})
+    if op == "tombstone":
+        return key, None
+    after = None if op == "d" else {"id": cid, "name": name}
+    before = {"id": cid, "name": "old"} if op in ("u", "d") else None
+    payload = {"before": before, "after": after, "op": op, "ts_ms": 1}
+    return key, json.dumps({"schema": {"type": "struct"}, "payload": payload} if schema else payload)
+
+
+def _enrich_job(job_config, orders: str, customers: str, out: str, **extra: str) -> dict[str, str]:
+    return job_config(
+        f"kafka.{orders}",
+        out,
+        task="samsa_test_tasks:EnrichTask",
+        **{
+            "job.container.count": "1",
+            "stores.customers.factory": "rocksdb",
+            "stores.customers.key.serde": "string",
+            "stores.customers.msg.serde": "json",
+            "stores.customers.adstore.input": f"kafka.{customers}",
+            "stores.customers.adstore.key.value.extractor.factory": "debezium",
+            f"systems.kafka.streams.{customers}.samza.bootstrap": "true",
+            **extra,
+        },
+    )
+
+
+def _enriched(read_topic, out: str) -> dict[str, str]:
+    return {v.decode().split(":")[0]: v.decode().split(":")[1] for _, _, _, v in read_topic(out)}
+
+
+def test_a_bootstrapped_cdc_store_enriches_every_order_and_never_reaches_process(
+    job_config, topics, produce, read_topic, run_job
+):
+    orders, customers, out = topics(2), topics(2), topics(2)
+    # Customers 1..6 created (with and without schemas), 2 renamed, 3 deleted, 4 deleted + tombstone.
+    cdc = [_cdc("c", i, f"c{i}", schema=i % 2 == 0) for i in range(1, 7)]
+    cdc += [_cdc("u", 2, "c2-renamed"), _cdc("d", 3, None), _cdc("d", 4, None), _cdc("tombstone", 4, None)]
+    for key, value in cdc:
+        cid = json.loads(key)["id"]
+        produce(customers, [(key, value)], partition=cid % 2)
+    # Orders keyed by customer id on the customer's partition: the task's store holds that customer.
+    for i in range(1, 8):
+        produce(orders, [(str(i), f"o{i}")], partition=i % 2)
+    (container,) = run_job(_enrich_job(job_config, orders, customers, out))
+    got = _enriched(read_topic, out)
+    assert got == {"o1": "c1", "o2": "c2-renamed", "o3": "?", "o4": "?", "o5": "c5", "o6": "c6", "o7": "?"}
+    # Every CDC record went to the store (the tombstone too), none to process().
+    stored = container.registry.snapshot()["samsa_adjunct_records_total"]
+    assert sum(s["value"] for s in stored) == len(cdc)
+    processed = container.registry.snapshot()["samsa_messages_processed_total"]
+    assert sum(p["value"] for p in processed) == 7 + len(cdc)
+
+
+@pytest.mark.parametrize(("factory", "rereads"), [("rocksdb", False), ("inmemory", True)])
+def test_a_restart_continues_a_persistent_store_and_rebootstraps_an_in_memory_one(
+    factory, rereads, job_config, topics, produce, read_topic, run_job
+):
+    orders, customers, out = topics(1), topics(1), topics(1)
+    produce(customers, [_cdc("c", i, f"c{i}") for i in range(1, 5)])
+    produce(orders, [("1", "o1")])
+    config = _enrich_job(job_config, orders, customers, out, **{"stores.customers.factory": factory})
+    run_job(config)
+    produce(customers, [_cdc("u", 1, "c1-new")])
+    produce(orders, [("1", "o1-again"), ("2", "o2")])
+    (container,) = run_job(config)
+    stored = sum(s["value"] for s in container.registry.snapshot()["samsa_adjunct_records_total"])
+    assert stored == (5 if rereads else 1), "a valid persistent store reads only what is new"
+    assert _enriched(read_topic, out) == {"o1": "c1", "o1-again": "c1-new", "o2": "c2"}
+
+
+def test_a_stale_persistent_store_is_rebuilt(job_config, topics, produce, read_topic, run_job):
+    orders, customers, out = topics(1), topics(1), topics(1)
+    produce(customers, [_cdc("c", i, f"c{i}") for i in range(1, 4)])
+    config = _enrich_job(
+        job_config, orders, customers, out, **{"stores.customers.adstore.max.staleness.ms": "0"}
+    )
+    produce(orders, [("1", "o1")])
+    run_job(config)
+    produce(orders, [("3", "o3")])
+    (container,) = run_job(config)
+    stored = sum(s["value"] for s in container.registry.snapshot()["samsa_adjunct_records_total"])
+    assert stored == 3, "older than max.staleness.ms: re-created and bootstrapped again"
+    assert _enriched(read_topic, out) == {"o1": "c1", "o3": "c3"}
+
+
+def test_a_task_writing_to_an_adjunct_store_fails_saying_it_is_read_only(
+    job_config, topics, produce, run_job
+):
+    orders, customers, out = topics(1), topics(1), topics(1)
+    produce(orders, [("1", "o1")])
+    config = _enrich_job(job_config, orders, customers, out, **{"test.write.adjunct": "true"})
+    with pytest.raises(Exception, match="read-only") as failure:
+        run_job(config)
+    assert isinstance(failure.value.__cause__, ReadOnlyStoreError)
+    assert "customers" in str(failure.value)
