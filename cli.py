@@ -79,7 +79,9 @@ def _job_tasks(job: JobConfig) -> dict[str, list[SystemStreamPartition]]:
     from samsa.runtime.job_model import build_job_model
 
     coordinator = JobCoordinator(job)
-    model = coordinator.read_model() or build_job_model(coordinator.partition_counts(), job.container_count)
+    model = coordinator.read_model() or build_job_model(
+        coordinator.partition_counts(), job.container_count, job.broadcast
+    )
     return {t.name: list(t.partitions) for t in model.tasks}
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
-from samsa.adjunct.offsets import read_offsets, write_offsets
-from samsa.adjunct.recovery import adjunct_start
+from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
+from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
@@ -24,7 +24,7 @@ from samsa.runtime.collector import OutputCollector
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
-from samsa.runtime.job_model import ContainerModel
+from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import PartitionBuffer, Process, RunLoop
 from samsa.runtime.state import ContainerState
@@ -101,7 +101,9 @@ class Container:
             ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name)))
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
-                if start is not None:
+                if not self._consumes(tm, ssp):
+                    del ti.offsets[ssp]
+                elif start is not None:
                     ti.offsets[ssp] = start
             self._tasks.append(ti)
 
@@ -111,6 +113,20 @@ class Container:
                 return store
         return None
 
+    def _consumes(self, tm: TaskModel, ssp: SystemStreamPartition) -> bool:
+        """Whether the task reads `ssp`: a broadcast partition is read once per container, by its first
+        task, into the container-level store every task reads."""
+        return ssp not in self.job.broadcast or tm.name == self.model.tasks[0].name
+
+    def _adjunct_partitions(self, tm: TaskModel) -> dict[str, list[SystemStreamPartition]]:
+        """Store -> the adjunct stream partitions the task writes into it."""
+        out: dict[str, list[SystemStreamPartition]] = {}
+        for ssp in tm.partitions:
+            store = self._adjunct_store_of(ssp)
+            if store is not None and self._consumes(tm, ssp):
+                out.setdefault(store, []).append(ssp)
+        return out
+
     def _prepare_adjunct_stores(self) -> dict[SystemStreamPartition, int | None]:
         """Applies the recovery table to every adjunct store of every task: keeps, or wipes, its directory
         and decides where its stream is read from (before any store is opened)."""
@@ -118,33 +134,53 @@ class Container:
         starts: dict[SystemStreamPartition, int | None] = {}
         now_ms = time.time() * 1000
         for tm in self.model.tasks:
-            for ssp in tm.partitions:
-                store = self._adjunct_store_of(ssp)
-                if store is None:
-                    continue
+            for store, ssps in self._adjunct_partitions(tm).items():
                 store_dir = self._state.storage.contexts[tm.name].store_dirs[store]
                 persistent = self._state.specs[store].factory == ROCKSDB
-                stored = read_offsets(store_dir, [ssp]) if persistent and store_dir.is_dir() else None
-                low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
-                decision = adjunct_start(
-                    persistent=persistent,
-                    bootstrap=self.job.stream(ssp.system_stream).bootstrap,
-                    exists=store_dir.is_dir(),
-                    stored_offset=stored.offsets[ssp] if stored else None,
-                    stored_at_ms=stored.written_at * 1000 if stored else None,
-                    now_ms=now_ms,
-                    max_staleness_ms=self.job.config.value(f"stores.{store}.adstore.max.staleness.ms"),
-                    low=low,
-                    high=high,
-                )
-                log.info("adjunct store %s of %s (%s): %s", store, tm.name, ssp, decision.note)
-                if decision.wipe:
+                stored = read_offsets(store_dir, ssps) if persistent and store_dir.is_dir() else None
+                staleness = self.job.config.value(f"stores.{store}.adstore.max.staleness.ms")
+                decisions = {
+                    ssp: self._adjunct_start(ssp, persistent, store_dir.is_dir(), stored, staleness, now_ms)
+                    for ssp in ssps
+                }
+                wipe = next((d for d in decisions.values() if d.wipe), None)
+                if wipe is not None:  # one partition's offset unusable: the whole store is rebuilt
+                    log.info("adjunct store %s of %s: %s", store, tm.name, wipe.note)
                     shutil.rmtree(store_dir)
-                starts[ssp] = decision.offset
+                    decisions = {
+                        ssp: self._adjunct_start(ssp, persistent, False, None, staleness, now_ms)
+                        for ssp in ssps
+                    }
+                for ssp, decision in decisions.items():
+                    log.info("adjunct store %s of %s (%s): %s", store, tm.name, ssp, decision.note)
+                    starts[ssp] = decision.offset
         return starts
 
-    def _adjunct_handler(self, ti: TaskInstance, store: str, ssp: SystemStreamPartition) -> Process:
-        """Writes the messages of an adjunct stream's partition into its store instead of `process`."""
+    def _adjunct_start(
+        self,
+        ssp: SystemStreamPartition,
+        persistent: bool,
+        exists: bool,
+        stored: StoredOffsets | None,
+        max_staleness_ms: int,
+        now_ms: float,
+    ) -> AdjunctStart:
+        low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+        return adjunct_start(
+            persistent=persistent,
+            bootstrap=self.job.stream(ssp.system_stream).bootstrap,
+            exists=exists,
+            stored_offset=stored.offsets[ssp] if stored else None,
+            stored_at_ms=stored.written_at * 1000 if stored else None,
+            now_ms=now_ms,
+            max_staleness_ms=max_staleness_ms,
+            low=low,
+            high=high,
+        )
+
+    def _adjunct_handler(self, ti: TaskInstance, store: str) -> Process:
+        """Writes the messages of an adjunct stream into its store instead of `process`; a persistent
+        store records its stream's offsets in its directory after every flush."""
         assert self._state is not None
         writer = ti.storage.writers[store]
         spec = self._state.specs[store]
@@ -155,13 +191,14 @@ class Container:
         )
         if spec.factory == ROCKSDB:
             store_dir = ti.storage.context.store_dirs[store]
+            ssps = self._adjunct_partitions(ti.model)[store]
 
-            def record_offset() -> None:
+            def record_offsets() -> None:
                 # After the store's flush: the file never claims more than the store holds.
-                if ssp in ti.offsets:
-                    write_offsets(store_dir, {ssp: ti.offsets[ssp]})
+                if all(ssp in ti.offsets for ssp in ssps):
+                    write_offsets(store_dir, {ssp: ti.offsets[ssp] for ssp in ssps})
 
-            ti.storage.after_flush.append(record_offset)
+            ti.storage.after_flush.append(record_offsets)
 
         def handle(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
             entries = list(extractor.extract(envelope))
@@ -205,7 +242,12 @@ class Container:
     def _buffers(self) -> list[tuple[KafkaConsumer, dict[tuple[str, int], PartitionBuffer]]]:
         sources: dict[str, dict[tuple[str, int], PartitionBuffer]] = {}
         for ti in self._tasks:
+            handlers = {
+                store: self._adjunct_handler(ti, store) for store in self._adjunct_partitions(ti.model)
+            }
             for ssp in ti.model.partitions:
+                if not self._consumes(ti.model, ssp):
+                    continue
                 settings = self.job.stream(ssp.system_stream)
                 key_serde = self._serdes.get(settings.key_serde, ssp.stream, is_key=True)
                 msg_serde = self._serdes.get(settings.msg_serde, ssp.stream, is_key=False)
@@ -219,7 +261,7 @@ class Container:
                 )
                 store = self._adjunct_store_of(ssp)
                 if store is not None:
-                    buf.handler = self._adjunct_handler(ti, store, ssp)
+                    buf.handler = handlers[store]
                 sources.setdefault(ssp.system, {})[buf.tp] = buf
                 self.registry.gauge_fn(
                     m.CONSUMER_LAG,

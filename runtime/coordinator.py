@@ -126,7 +126,7 @@ class JobCoordinator:
         check_job(self.job)
         self.check_client_settings()
         self.create_resources()
-        model = build_job_model(self.partition_counts(), self.job.container_count)
+        model = build_job_model(self.partition_counts(), self.job.container_count, self.job.broadcast)
         from samsa.runtime.state import create_changelogs  # state builds on this module's client settings
 
         create_changelogs(self.job, len(model.tasks))

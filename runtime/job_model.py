@@ -121,15 +121,37 @@ def balance(tasks: Sequence[TaskModel], container_count: int) -> tuple[Container
     )
 
 
-def fingerprint(partition_counts: Mapping[SystemStream, int], container_count: int) -> str:
+def fingerprint(
+    partition_counts: Mapping[SystemStream, int],
+    container_count: int,
+    broadcast: Sequence[SystemStreamPartition] = (),
+) -> str:
     """What the model depends on: a changed fingerprint means the model must be rebuilt."""
-    text = json.dumps(
-        {"containers": container_count, "inputs": sorted([str(k), v] for k, v in partition_counts.items())}
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    inputs: dict[str, object] = {
+        "containers": container_count,
+        "inputs": sorted([str(k), v] for k, v in partition_counts.items()),
+    }
+    if broadcast:
+        inputs["broadcast"] = sorted(list(p) for p in broadcast)
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:16]
 
 
-def build_job_model(partition_counts: Mapping[SystemStream, int], container_count: int) -> JobModel:
-    """The job model for these inputs and this many containers."""
-    containers = balance(group_by_partition(partition_counts), container_count)
-    return JobModel(fingerprint(partition_counts, container_count), containers)
+def build_job_model(
+    partition_counts: Mapping[SystemStream, int],
+    container_count: int,
+    broadcast: Sequence[SystemStreamPartition] = (),
+) -> JobModel:
+    """The job model for these inputs and this many containers; every task also gets the `broadcast`
+    partitions (their streams are not grouped into tasks)."""
+    streams = {ssp.system_stream for ssp in broadcast}
+    for ssp in broadcast:
+        count = partition_counts.get(ssp.system_stream, 0)
+        if ssp.partition >= count:
+            raise JobModelError(
+                f"task.broadcast.inputs: {ssp.system}.{ssp.stream}#{ssp.partition} does not exist (the "
+                f"stream has {count} partitions)"
+            )
+    grouped = {ss: n for ss, n in partition_counts.items() if ss not in streams}
+    tasks = [TaskModel(t.name, (*t.partitions, *broadcast)) for t in group_by_partition(grouped)]
+    containers = balance(tasks, container_count)
+    return JobModel(fingerprint(partition_counts, container_count, broadcast), containers)

@@ -170,6 +170,11 @@ class ContainerState:
             producers[system].send if system is not None else None,
             job.config.value("stores.restore.parallelism"),
             {store: f"stream {stream}" for store, stream in job.adjunct_inputs.items()},
+            {
+                store: model.tasks[0].name
+                for store, stream in job.adjunct_inputs.items()
+                if stream in job.broadcast_streams and model.tasks
+            },
         )
         self._pool = ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
         self.commit_managers: dict[str, TaskCommitManager] = {}

@@ -152,11 +152,15 @@ class ContainerStorage:
         changelog_send: Send | None,
         parallelism: int = 4,
         read_only: Mapping[str, str] | None = None,
+        shared: Mapping[str, str] | None = None,
     ) -> None:
         self.job_key = job_key
         #: Stores the system writes and tasks only read (adjunct stores) -> what feeds them. They are not
         #: wiped at start: their keeper decides what to keep.
         self.read_only = dict(read_only or {})
+        #: Container-level stores (a broadcast stream's adjunct store) -> the task whose directory holds the
+        #: one engine every task of the container reads; only that task writes it.
+        self.shared = dict(shared or {})
         self.tasks = tasks
         self.specs = dict(specs)
         self.serdes = serdes
@@ -304,20 +308,28 @@ class ContainerStorage:
     def open(self) -> dict[str, TaskStorage]:
         """Opens every store for processing, layered; call after `restore`."""
         out = {}
-        for task in self.tasks:
+        layered: dict[str, KeyValueStore[Any, Any]] = {}  # shared stores, opened by their keeper
+        for task in sorted(self.tasks, key=lambda t: t.name not in self.shared.values()):
             context = self.contexts[task.name]
             stores: dict[str, KeyValueStore[Any, Any]] = {}
+            writers: dict[str, KeyValueStore[Any, Any]] = {}
             for name, spec in self.specs.items():
+                keeper = self.shared.get(name, task.name)
+                if keeper != task.name:
+                    stores[name] = ReadOnlyStore(
+                        layered[name], name, self.read_only.get(name, "another task")
+                    )
+                    continue
                 path = context.store_dirs[name]
                 path.parent.mkdir(parents=True, exist_ok=True)
                 engine = context.engines.get(name) or open_engine(spec, path)
                 context.engines[name] = engine
-                stores[name] = self._layers(engine, spec, task.changelog_partition)
-            writers = {name: stores[name] for name in self.read_only}
-            for name, fed_by in self.read_only.items():
-                stores[name] = ReadOnlyStore(writers[name], name, fed_by)
+                stores[name] = layered[name] = self._layers(engine, spec, task.changelog_partition)
+                if name in self.read_only:
+                    writers[name] = stores[name]
+                    stores[name] = ReadOnlyStore(writers[name], name, self.read_only[name])
             out[task.name] = TaskStorage(context, stores, writers)
-        return out
+        return {t.name: out[t.name] for t in self.tasks}
 
     def _layers(
         self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int

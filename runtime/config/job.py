@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from samsa.runtime.config.config import Config
 from samsa.runtime.exceptions import ConfigError
-from samsa.streams import SystemStream
+from samsa.streams import SystemStream, SystemStreamPartition
 
 # Samza job files name the factory class; these are the same systems under their short names.
 _SAMZA_SYSTEM_FACTORIES = {
@@ -48,6 +49,9 @@ class StreamSettings:
     offset_default: str  # "oldest" | "upcoming"
 
 
+_BROADCAST_PARTS = re.compile(r"\[(\d+)-(\d+)\]|(\d+)")
+
+
 class JobConfig:
     """Typed, cross-checked view of the job config used by the coordinator and containers."""
 
@@ -60,6 +64,8 @@ class JobConfig:
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
         self.adjunct_inputs = self._adjunct_inputs()
         self.inputs += list(self.adjunct_inputs.values())
+        #: `task.broadcast.inputs`: partitions every task gets, kept out of the grouping into tasks.
+        self.broadcast = self._broadcast()
         self.outputs = [parse_stream(s, "task.outputs") for s in config.value("task.outputs") or []]
         self.container_count: int = config.value("job.container.count")
         self.commit_ms: int = config.value("task.commit.ms")
@@ -99,6 +105,35 @@ class JobConfig:
                 )
             found[store] = stream
         return found
+
+    def _broadcast(self) -> tuple[SystemStreamPartition, ...]:
+        key = "task.broadcast.inputs"
+        found: list[SystemStreamPartition] = []
+        for item in self.config.value(key) or []:
+            stream_text, sep, parts = item.partition("#")
+            stream = parse_stream(stream_text, key)
+            match = _BROADCAST_PARTS.fullmatch(parts) if sep else None
+            if match is None:
+                raise ConfigError(
+                    f"{key}: {item!r} is not <system>.<stream>#<partition> or <system>.<stream>#[<a>-<b>]"
+                )
+            low = int(match.group(1) or match.group(3))
+            high = int(match.group(2) or match.group(3))
+            if high < low:
+                raise ConfigError(f"{key}: {item!r} has an empty partition range")
+            if stream not in self.adjunct_inputs.values():
+                raise ConfigError(
+                    f"{key}: {stream} is not the stream of an adjunct store; broadcast streams feed "
+                    "adjunct stores (stores.<s>.adstore.input) - broadcast to process() is not supported yet"
+                )
+            found += [SystemStreamPartition(stream.system, stream.stream, p) for p in range(low, high + 1)]
+        if len(set(found)) != len(found):
+            raise ConfigError(f"{key} lists a partition twice")
+        return tuple(found)
+
+    @property
+    def broadcast_streams(self) -> set[SystemStream]:
+        return {ssp.system_stream for ssp in self.broadcast}
 
     @property
     def job_key(self) -> str:

@@ -14,7 +14,11 @@ KEYS = [
     Key("job.id", "str", "Instance id of the job, to run several copies of one job.", default="1"),
     Key("task.class", "class", "The StreamTask class, as module:Class or module.Class on PYTHONPATH."),
     Key("task.inputs", "list", "Comma list of <system>.<stream> the tasks consume."),
-    Key("task.broadcast.inputs", "list", "Partitions every task consumes.", not_yet=_ADJUNCT),
+    Key(
+        "task.broadcast.inputs",
+        "list",
+        "<system>.<stream>#<p> or #[<a>-<b>]: partitions every task gets (the stream of an adjunct store).",
+    ),
     Key(
         "task.outputs",
         "list",

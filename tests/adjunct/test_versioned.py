@@ -1,11 +1,13 @@
-"""Versioned bounded datasets: readers see exactly the last sealed version, across seals, restarts, crashes."""
+"""Versioned bounded datasets: readers see exactly the last sealed version across seals, restarts, crashes."""
 
 from __future__ import annotations
 
 import json
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -48,7 +50,7 @@ class Engines:
 
 
 class Crash(BaseException):
-    """Stands for the process dying at an injected step (a BaseException: no handler in the code catches it)."""
+    """The process dying at an injected step (a BaseException: no handler in the code catches it)."""
 
 
 @pytest.fixture(params=["rocksdb", "inmemory"])
@@ -266,7 +268,9 @@ def test_writes_through_the_reader_fail_naming_the_store(tmp_path: Path, engines
         lambda: reader.delete(b"a"),
         lambda: reader.put_all([(b"a", b"1")]),
     ):
-        with pytest.raises(ReadOnlyStoreError, match=rf"store '{NAME}' is read-only.*stores\.{NAME}\.adstore"):
+        with pytest.raises(
+            ReadOnlyStoreError, match=rf"store '{NAME}' is read-only.*stores\.{NAME}\.adstore"
+        ):
             write()
     reader.flush()
     reader.close()  # the owner closes the store: the view stays usable
@@ -298,35 +302,43 @@ def test_a_pointer_of_another_schema_version_is_refused(tmp_path: Path, rocks: E
 def test_concurrent_readers_always_see_one_whole_version(tmp_path: Path, rocks: Engines) -> None:
     # Version n maps every key to n: a read mixing versions, or of a closed engine, fails the reader.
     store = VersionedStore(tmp_path, rocks, NAME)
-    keys = [b"%03d" % i for i in range(50)]
+    keys = [b"%03d" % i for i in range(20)]
     store.write([(k, b"0") for k in keys], offset=0)
     store.seal(next_offset=1)
     reader = store.reader()
     done = threading.Event()
     failures: list[BaseException] = []
+    started = [threading.Event() for _ in range(2)]
 
-    def read() -> None:
+    def read(started: threading.Event) -> None:
         try:
             while not done.is_set():
-                values = {v for _, v in reader.all()}
+                values = set()
+                for _, value in reader.all():
+                    values.add(value)
+                    time.sleep(0)  # hand the GIL over mid-iteration, so seals land inside iterations
                 assert len(values) == 1, values
                 assert reader.get(b"007") is not None
+                started.set()
         except BaseException as e:
             failures.append(e)
+            started.set()
 
-    threads = [threading.Thread(target=read) for _ in range(2)]
+    threads = [threading.Thread(target=read, args=(event,)) for event in started]
     for thread in threads:
         thread.start()
-    for n in range(1, 15):
+    for event in started:
+        event.wait()
+    for n in range(1, 8):
         store.write([(k, b"%d" % n) for k in keys], offset=2 * n)
         store.seal(next_offset=2 * n + 1)
     done.set()
     for thread in threads:
         thread.join()
     assert failures == []
-    assert set(dict(reader.all()).values()) == {b"14"}
+    assert set(dict(reader.all()).values()) == {b"7"}
     store.close()
-    assert version_dirs(tmp_path) == {"v15"}
+    assert version_dirs(tmp_path) == {"v8"}
 
 
 # --- property: random streams, seals, restarts and crashes --------------------------------------------------
@@ -347,7 +359,7 @@ operations = st.lists(
 )
 
 
-def crashing_at(step: str) -> mock._patch[Any]:
+def crashing_at(step: str) -> AbstractContextManager[Any]:
     """A patch making the next seal die at `step`."""
     save, delete = versioned._save_pointer, versioned._delete_dir
 
@@ -389,6 +401,7 @@ def restart(root: Path, engines: Engines, stream: list[Event], batch: int, *, re
     """Open the store again and re-feed the stream from its resume offset (or, `rewind`, from the start)."""
     store = VersionedStore(root, engines, NAME)
     assert version_dirs(root) <= {f"v{store.sealed_version}"}, "a restart keeps the sealed version only"
+    assert {p.name for p in root.iterdir() if not p.is_dir()} <= {POINTER_FILE}, "no leftover temp file"
     start = 0 if rewind else store.resume_offset or 0
     feed(store, stream, start, batch)
     return store
@@ -430,11 +443,8 @@ def crash_and_recover(
     before = last_sealed(stream)
     if step != "kill":  # "kill": the process dies mid-build, with no seal under way
         stream.append(MARKER)
-        with crashing_at(step):
-            try:
-                feed(store, stream, len(stream) - 1, batch)
-            except Crash:
-                pass
+        with crashing_at(step), suppress(Crash):
+            feed(store, stream, len(stream) - 1, batch)
     engines.kill()
     survivor = VersionedStore(root, engines, NAME)
     switched = step in ("after-switch", "before-delete")

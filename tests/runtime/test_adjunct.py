@@ -106,3 +106,45 @@ def test_a_task_writing_to_an_adjunct_store_fails_saying_it_is_read_only(
         run_job(config)
     assert isinstance(failure.value.__cause__, ReadOnlyStoreError)
     assert "customers" in str(failure.value)
+
+
+def test_a_broadcast_store_gives_every_task_of_every_container_the_whole_table(
+    job_config, topics, produce, read_topic, run_job
+):
+    orders, customers, out = topics(4), topics(2), topics(4)
+    for i in range(1, 9):
+        produce(customers, [_cdc("c", i, f"c{i}")], partition=i % 2)
+    produce(customers, [_cdc("d", 8, None)], partition=0)
+    # Every order on a partition unrelated to its customer's: only a broadcast table can enrich them all.
+    for i in range(1, 9):
+        produce(orders, [(str(i), f"o{i}")], partition=(i + 1) % 4)
+    config = _enrich_job(
+        job_config,
+        orders,
+        customers,
+        out,
+        **{"job.container.count": "2", "task.broadcast.inputs": f"kafka.{customers}#[0-1]"},
+    )
+    containers = run_job(config)
+    assert [len(c.model.tasks) for c in containers] == [2, 2]  # the customers stream makes no tasks
+    expected = {f"o{i}": f"c{i}" for i in range(1, 8)} | {"o8": "?"}
+    assert _enriched(read_topic, out) == expected
+    for container in containers:  # each container read the table once, into one store
+        stored = container.registry.snapshot()["samsa_adjunct_records_total"]
+        assert [s["value"] for s in stored] == [9]
+
+
+def test_broadcast_inputs_name_adjunct_streams_with_valid_partitions(job_config, topics) -> None:
+    from samsa.runtime.config.config import Config
+    from samsa.runtime.config.job import JobConfig
+    from samsa.runtime.exceptions import ConfigError
+
+    orders, customers = topics(1), topics(1)
+    base = _enrich_job(job_config, orders, customers, "out")
+    for value, problem in [
+        (f"kafka.{orders}#0", "not the stream of an adjunct store"),
+        (f"kafka.{customers}", "is not <system>.<stream>#<partition>"),
+        (f"kafka.{customers}#[3-1]", "empty partition range"),
+    ]:
+        with pytest.raises(ConfigError, match=problem):
+            JobConfig(Config({**base, "task.broadcast.inputs": value}))
