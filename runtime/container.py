@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
@@ -103,7 +104,15 @@ class Container:
                 start = self._adjunct_starts.get(ssp)
                 if not self._consumes(tm, ssp):
                     del ti.offsets[ssp]
-                elif start is not None:
+                    continue
+                store = self._adjunct_store_of(ssp)
+                engine = storage.context.engines.get(store) if store else None
+                if isinstance(engine, BoundedDatasetEngine):
+                    # The version still being built is read again from its start (or the whole stream).
+                    resume = engine.resume_offset
+                    low, _ = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+                    start = low if resume is None else max(resume, low)
+                if start is not None:
                     ti.offsets[ssp] = start
             self._tasks.append(ti)
 
@@ -135,6 +144,13 @@ class Container:
         now_ms = time.time() * 1000
         for tm in self.model.tasks:
             for store, ssps in self._adjunct_partitions(tm).items():
+                if store in self._state.storage.engine_factories:
+                    if len(ssps) > 1:
+                        raise ContainerError(
+                            f"stores.{store}.adstore.versioned: a bounded dataset is read from one "
+                            f"partition, and task {tm.name} reads {len(ssps)} of it into store {store!r}"
+                        )
+                    continue  # a bounded dataset resumes where its unsealed version started
                 store_dir = self._state.storage.contexts[tm.name].store_dirs[store]
                 persistent = self._state.specs[store].factory == ROCKSDB
                 stored = read_offsets(store_dir, ssps) if persistent and store_dir.is_dir() else None
@@ -189,6 +205,22 @@ class Container:
         stored = self.registry.counter(
             m.ADJUNCT_RECORDS, "Records written to adjunct stores", {"task": ti.name, "store": store}
         )
+        engine = ti.storage.context.engines.get(store)
+        if isinstance(engine, BoundedDatasetEngine):
+            versions = engine
+
+            def handle_bounded(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+                if has_end_marker(envelope.headers):
+                    writer.flush()  # every record of the version reaches it before the seal
+                    version = versions.seal(envelope.offset + 1)
+                    log.info("adjunct store %s of %s: version %d sealed", store, ti.name, version)
+                    return
+                versions.offset = envelope.offset
+                entries = list(extractor.extract(envelope))
+                writer.put_all(entries)
+                stored.inc(len(entries))
+
+            return handle_bounded
         if spec.factory == ROCKSDB:
             store_dir = ti.storage.context.store_dirs[store]
             ssps = self._adjunct_partitions(ti.model)[store]

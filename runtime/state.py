@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
@@ -174,6 +175,11 @@ class ContainerState:
                 store: model.tasks[0].name
                 for store, stream in job.adjunct_inputs.items()
                 if stream in job.broadcast_streams and model.tasks
+            },
+            {
+                store: BoundedDatasetEngine
+                for store in job.adjunct_inputs
+                if job.config.value(f"stores.{store}.adstore.versioned")
             },
         )
         self._pool = ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")

@@ -38,6 +38,7 @@ from samsa.stores.serialized import SerializedStore
 log = logging.getLogger(__name__)
 
 Send = Callable[..., None]
+EngineFactory = Callable[[StoreSpec, Path], KeyValueStore[bytes, bytes]]
 
 
 def task_dir_name(task_name: str) -> str:
@@ -153,6 +154,7 @@ class ContainerStorage:
         parallelism: int = 4,
         read_only: Mapping[str, str] | None = None,
         shared: Mapping[str, str] | None = None,
+        engines: Mapping[str, EngineFactory] | None = None,
     ) -> None:
         self.job_key = job_key
         #: Stores the system writes and tasks only read (adjunct stores) -> what feeds them. They are not
@@ -161,6 +163,8 @@ class ContainerStorage:
         #: Container-level stores (a broadcast stream's adjunct store) -> the task whose directory holds the
         #: one engine every task of the container reads; only that task writes it.
         self.shared = dict(shared or {})
+        #: Stores whose engine is not the factory's (a bounded adjunct dataset) -> how to open it.
+        self.engine_factories = dict(engines or {})
         self.tasks = tasks
         self.specs = dict(specs)
         self.serdes = serdes
@@ -296,7 +300,7 @@ class ContainerStorage:
     def _open_in_memory_engines(self, context: TaskStoresContext) -> None:
         # Restored in place: the restore managers write into the very engine the task will use.
         for name, spec in self.specs.items():
-            if spec.factory != ROCKSDB and name not in context.engines:
+            if spec.factory != ROCKSDB and name not in context.engines and name not in self.engine_factories:
                 context.engines[name] = open_engine(spec, context.store_dirs[name])
 
     @staticmethod
@@ -322,7 +326,8 @@ class ContainerStorage:
                     continue
                 path = context.store_dirs[name]
                 path.parent.mkdir(parents=True, exist_ok=True)
-                engine = context.engines.get(name) or open_engine(spec, path)
+                opener = self.engine_factories.get(name, open_engine)
+                engine = context.engines.get(name) or opener(spec, path)
                 context.engines[name] = engine
                 stores[name] = layered[name] = self._layers(engine, spec, task.changelog_partition)
                 if name in self.read_only:
@@ -342,6 +347,7 @@ class ContainerStorage:
             below, self.serdes.get(spec.key_serde), self.serdes.get(spec.msg_serde)
         )
         cache_size, write_batch_size = cache_settings(spec.name, spec.config)
-        if cache_size:
+        # An engine of its own (a bounded dataset) reads another version than it writes: no shared cache.
+        if cache_size and spec.name not in self.engine_factories:
             typed = CachedStore(typed, cache_size, write_batch_size)
         return typed

@@ -308,6 +308,13 @@ KEYS = [
         "str",
         "debezium (built in) or module:factory of a key/value extractor (default: envelope key and value).",
     ),
+    Key(
+        "stores.<s>.adstore.versioned",
+        "bool",
+        "A bounded dataset: a message with header samsa.end.of.dataset seals the version read so far; "
+        "reads see the last sealed version.",
+        default="false",
+    ),
     Key("stores.adstore.manager.factory", "str", "Adjunct store manager.", not_yet=_ADJUNCT),
     Key(
         "stores.<s>.adstore.max.staleness.ms",

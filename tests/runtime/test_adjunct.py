@@ -148,3 +148,48 @@ def test_broadcast_inputs_name_adjunct_streams_with_valid_partitions(job_config,
     ]:
         with pytest.raises(ConfigError, match=problem):
             JobConfig(Config({**base, "task.broadcast.inputs": value}))
+
+
+def test_a_bounded_dataset_switches_versions_only_when_sealed_and_survives_a_restart_mid_build(
+    job_config, topics, produce, read_topic, run_job, kafka_bootstrap
+):
+    from samsa.adjunct.bounded import END_OF_DATASET
+    from samsa.kafka import KafkaProducer
+
+    orders, customers, out = topics(1), topics(1), topics(1)
+
+    def dataset(names: dict[str, str], seal: bool) -> None:
+        producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
+        for cid, name in names.items():
+            producer.send(customers, json.dumps({"name": name}).encode(), key=cid.encode())
+        if seal:
+            producer.send(customers, None, key=b"-", headers=[(END_OF_DATASET, b"")])
+        producer.flush()
+        producer.close()
+
+    config = _enrich_job(
+        job_config,
+        orders,
+        customers,
+        out,
+        **{
+            "stores.customers.adstore.key.value.extractor.factory": "",
+            "stores.customers.adstore.versioned": "true",
+            f"systems.kafka.streams.{customers}.samza.msg.serde": "json",
+        },
+    )
+    del config["stores.customers.adstore.key.value.extractor.factory"]
+    dataset({"1": "v1-a", "2": "v1-b"}, seal=True)
+    dataset({"1": "v2-a"}, seal=False)  # version 2 half built: still version 1 for readers
+    produce(orders, [("1", "o1"), ("2", "o2")])
+    run_job(config)
+    assert _enriched(read_topic, out) == {"o1": "v1-a", "o2": "v1-b"}
+    dataset({"3": "v2-c"}, seal=True)  # the restart rebuilt version 2 from its start, then sealed it
+    produce(orders, [("1", "o1-v2"), ("2", "o2-v2"), ("3", "o3-v2")])
+    run_job(config)
+    got = _enriched(read_topic, out)
+    assert {k: got[k] for k in ("o1-v2", "o2-v2", "o3-v2")} == {
+        "o1-v2": "v2-a",
+        "o2-v2": "?",
+        "o3-v2": "v2-c",
+    }
