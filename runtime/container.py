@@ -34,8 +34,10 @@ from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
+from samsa.stores.backend import RestoreProgress
 from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.factory import ROCKSDB
+from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -70,6 +72,9 @@ class Container:
         self._state: ContainerState | None = None
         self._checkpoint_producer: KafkaProducer | None = None
         self._restore_stop = threading.Event()
+        #: Progress of the adjunct stores being bootstrapped (shown like a restore's).
+        self._bootstrap_progress: list[RestoreProgress] = []
+        self._bootstrap_reporter: RestoreReporter | None = None
         #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
         self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
 
@@ -115,6 +120,14 @@ class Container:
                 if start is not None:
                     ti.offsets[ssp] = start
             self._tasks.append(ti)
+
+    def _bootstrapped(self) -> None:
+        """The bootstrap streams caught up (or the container stops): the progress display ends."""
+        reporter, self._bootstrap_reporter = self._bootstrap_reporter, None
+        if reporter is not None:
+            for progress in self._bootstrap_progress:
+                progress.done = True
+            reporter.__exit__(None, None, None)
 
     def _adjunct_store_of(self, ssp: SystemStreamPartition) -> str | None:
         for store, stream in self.job.adjunct_inputs.items():
@@ -202,9 +215,29 @@ class Container:
         spec = self._state.specs[store]
         factory = self.job.config.value(extractor_factory_key(store))
         extractor = extractor_for(store, factory, self._serdes.get(spec.key_serde))
-        stored = self.registry.counter(
-            m.ADJUNCT_RECORDS, "Records written to adjunct stores", {"task": ti.name, "store": store}
+        labels = {"task": ti.name, "store": store}
+        stored = self.registry.counter(m.ADJUNCT_RECORDS, "Records written to adjunct stores", labels)
+        ssps = self._adjunct_partitions(ti.model)[store]
+        self.registry.gauge_fn(
+            m.ADJUNCT_LAG,
+            "Messages of the adjunct store's stream not yet in the store",
+            labels,
+            lambda: sum(self._lag_fn(ti, ssp)() for ssp in ssps),
         )
+        progress: RestoreProgress | None = None
+        if any(self.job.stream(ssp.system_stream).bootstrap for ssp in ssps):
+            progress = RestoreProgress(ti.name, store)
+            progress.total_records = sum(
+                self._consumers[s.system].watermarks((s.stream, s.partition))[1] - ti.offsets.get(s, 0)
+                for s in ssps
+            )
+            self._bootstrap_progress.append(progress)
+
+        def count(n: int) -> None:
+            stored.inc(n)
+            if progress is not None:
+                progress.records += n
+
         engine = ti.storage.context.engines.get(store)
         if isinstance(engine, BoundedDatasetEngine):
             versions = engine
@@ -218,12 +251,11 @@ class Container:
                 versions.offset = envelope.offset
                 entries = list(extractor.extract(envelope))
                 writer.put_all(entries)
-                stored.inc(len(entries))
+                count(len(entries))
 
             return handle_bounded
         if spec.factory == ROCKSDB:
             store_dir = ti.storage.context.store_dirs[store]
-            ssps = self._adjunct_partitions(ti.model)[store]
 
             def record_offsets() -> None:
                 # After the store's flush: the file never claims more than the store holds.
@@ -235,7 +267,7 @@ class Container:
         def handle(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
             entries = list(extractor.extract(envelope))
             writer.put_all(entries)
-            stored.inc(len(entries))
+            count(len(entries))
 
         return handle
 
@@ -422,6 +454,7 @@ class Container:
                 batch_size=self.job.batch_size,
                 end_offsets=ends,
                 bootstrap_ends=bootstrap,
+                on_bootstrapped=self._bootstrapped,
                 poll=self._poll_producers,
                 polled=self.registry.counter(
                     m.CONTAINER_MESSAGES_POLLED,
@@ -435,7 +468,11 @@ class Container:
             if self._stop_requested:
                 self._loop.stop()
             log.info("container %s running tasks %s", self.model.id, ", ".join(t.name for t in self._tasks))
+            if self._bootstrap_progress:
+                self._bootstrap_reporter = RestoreReporter(self._bootstrap_progress, what="bootstrapp")
+                self._bootstrap_reporter.__enter__()
             self._loop.run()
+            self._bootstrapped()
             self.commit(self._tasks, wait=True)
             self._close_tasks()
             return self._loop.caught_up
@@ -444,6 +481,7 @@ class Container:
             self._close_tasks(quietly=True)
             raise
         finally:
+            self._bootstrapped()
             self._release(server, pid_file, failed)
 
     def _release(self, server: PrometheusServer | None, pid_file: Path, failed: bool) -> None:

@@ -99,6 +99,7 @@ class RunLoop:
         batch_size: int = 1,
         end_offsets: dict[SystemStreamPartition, int] | None = None,
         bootstrap_ends: dict[SystemStreamPartition, int] | None = None,
+        on_bootstrapped: Callable[[], None] | None = None,
         poll: Callable[[], None] = lambda: None,
         polled: Counter | None = None,
         poll_timer: Timer | None = None,
@@ -116,6 +117,7 @@ class RunLoop:
         self._held: list[PartitionBuffer] = []  # non-bootstrap buffers while bootstrap streams catch up
         self._bootstrap_ends = {ssp: end for ssp, end in (bootstrap_ends or {}).items()}
         self._bootstrapping = False
+        self._on_bootstrapped = on_bootstrapped
         self._stopping = False
         self._next_timer = 0.0
         self._buffered = 0  # messages fetched and not yet processed, over all partitions
@@ -294,6 +296,8 @@ class RunLoop:
         self._ready.extend(self._held)
         self._held = []
         log.info("bootstrap streams caught up; processing all inputs")
+        if self._on_bootstrapped is not None:
+            self._on_bootstrapped()
 
     def _next_offset(self, ssp: SystemStreamPartition) -> int:
         buf = self._by_ssp[ssp]

@@ -38,8 +38,11 @@ def describe(p: RestoreProgress, elapsed: float) -> str:
 class RestoreReporter:
     """Reports the progress of every store while a restore runs (a context manager)."""
 
-    def __init__(self, progress: Sequence[RestoreProgress], out: TextIO | None = None) -> None:
+    def __init__(
+        self, progress: Sequence[RestoreProgress], out: TextIO | None = None, what: str = "restor"
+    ) -> None:
         self._progress = progress
+        self._what = what  # the verb's stem: "restor" (restoring/restored), "bootstrapp"
         self._out = out or sys.stderr
         self._tty = self._out.isatty()
         self._stop = threading.Event()
@@ -62,7 +65,12 @@ class RestoreReporter:
             if self._tty:
                 self._out.write("\n")
             log.info(
-                "restored %d stores: %d records, %.1f MB in %.1f s", len(self._progress), records, mb, elapsed
+                "%sed %d stores: %d records, %.1f MB in %.1f s",
+                self._what,
+                len(self._progress),
+                records,
+                mb,
+                elapsed,
             )
 
     def _run(self) -> None:
@@ -75,7 +83,7 @@ class RestoreReporter:
             else:
                 for p in self._progress:
                     if not p.done:
-                        log.info("restoring %s", describe(p, elapsed))
+                        log.info("%sing %s", self._what, describe(p, elapsed))
 
     def _bar(self, elapsed: float) -> str:
         records = sum(p.records for p in self._progress)
@@ -85,5 +93,6 @@ class RestoreReporter:
         if total:
             filled = int(30 * min(1.0, records / total))
             bar = "#" * filled + "-" * (30 - filled)
-            return f"restoring [{bar}] {records:,}/{total:,} records, {done}/{len(self._progress)} stores"
-        return f"restoring {records:,} records, {done}/{len(self._progress)} stores, {elapsed:.0f} s"
+            stores = f"{done}/{len(self._progress)} stores"
+            return f"{self._what}ing [{bar}] {records:,}/{total:,} records, {stores}"
+        return f"{self._what}ing {records:,} records, {done}/{len(self._progress)} stores, {elapsed:.0f} s"

@@ -42,8 +42,9 @@ def _enriched(read_topic, out: str) -> dict[str, str]:
 
 
 def test_a_bootstrapped_cdc_store_enriches_every_order_and_never_reaches_process(
-    job_config, topics, produce, read_topic, run_job
+    job_config, topics, produce, read_topic, run_job, caplog
 ):
+    caplog.set_level("INFO", logger="samsa.stores.restore_progress")
     orders, customers, out = topics(2), topics(2), topics(2)
     # Customers 1..6 created (with and without schemas), 2 renamed, 3 deleted, 4 deleted + tombstone.
     cdc = [_cdc("c", i, f"c{i}", schema=i % 2 == 0) for i in range(1, 7)]
@@ -62,6 +63,7 @@ def test_a_bootstrapped_cdc_store_enriches_every_order_and_never_reaches_process
     assert sum(s["value"] for s in stored) == len(cdc)
     processed = container.registry.snapshot()["samsa_messages_processed_total"]
     assert sum(p["value"] for p in processed) == 7 + len(cdc)
+    assert f"bootstrapped 2 stores: {len(cdc)} records" in caplog.text  # the restore's progress display
 
 
 @pytest.mark.parametrize(("factory", "rereads"), [("rocksdb", False), ("inmemory", True)])
