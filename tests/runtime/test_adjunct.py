@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from count_job import run_cli
 
 from samsa.stores.exceptions import ReadOnlyStoreError
 
@@ -195,3 +196,31 @@ def test_a_bounded_dataset_switches_versions_only_when_sealed_and_survives_a_res
         "o2-v2": "?",
         "o3-v2": "v2-c",
     }
+
+
+@pytest.mark.parametrize(
+    ("factory", "after_crash"),
+    [("rocksdb", "continuing from its offset"), ("inmemory", "in-memory store: bootstrapping")],
+)
+def test_a_kill_9_then_restart_continues_or_rebootstraps_and_enriches_everything(
+    factory, after_crash, job_config, topics, produce, read_topic, tmp_path, subprocess_env
+):
+    orders, customers, out = topics(2), topics(2), topics(2)
+    for i in range(1, 21):
+        produce(customers, [_cdc("c", i, f"c{i}")], partition=i % 2)
+    for i in range(1, 21):
+        produce(orders, [(str(i), f"o{i}-{n}") for n in range(150)], partition=i % 2)
+    config = _enrich_job(
+        job_config, orders, customers, out, **{"stores.customers.factory": factory, "task.commit.ms": "50"}
+    )
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    marker = tmp_path / "crashed"
+    env = {**subprocess_env, "SAMSA_CRASH_AT": "after-checkpoint", "SAMSA_CRASH_ONCE": str(marker)}
+    proc = run_cli(job_file, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert marker.exists() and "restarting" in proc.stderr
+    # Container logs go to stdout: the first start has no store; only the restart can continue one.
+    assert proc.stdout.count(after_crash) >= (1 if factory == "rocksdb" else 3), proc.stdout[-3000:]
+    got = _enriched(read_topic, out)
+    assert len(got) == 20 * 150 and all(v == f"c{k[1:].split('-')[0]}" for k, v in got.items())
