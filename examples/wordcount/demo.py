@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from samsa.examples.demo_kafka import demo_kafka
 from samsa.examples.wordcount.generator import produce_words
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer
-from samsa.kafka.embedded import EmbeddedBroker
 from samsa.serde.registry import SerdeRegistry
 
 JOB = Path(__file__).with_name("job.yaml")
@@ -67,17 +66,7 @@ def main() -> int:
     parser.add_argument("--work-dir", type=Path, default=Path(".demo"))
     parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
     args = parser.parse_args()
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    args.work_dir.mkdir(parents=True)
-    broker = None
-    if args.bootstrap:
-        bootstrap = args.bootstrap
-    else:
-        broker = EmbeddedBroker(data_dir=args.work_dir / "broker")
-        broker.start()
-        bootstrap = broker.bootstrap_servers
-        print(f"embedded broker at {bootstrap}")
-    try:
+    with demo_kafka(args.work_dir, args.bootstrap) as bootstrap:
         run_id = str(int(time.time()))
         words, counts_topic = f"words-{run_id}", f"wordcount-counts-{run_id}"
         admin = KafkaAdmin({"bootstrap.servers": bootstrap})
@@ -102,9 +91,6 @@ def main() -> int:
         ok = counts == expected and total == args.words
         print(f"total {total} of {args.words} words: {'OK' if ok else 'MISMATCH'}")
         return 0 if ok else 1
-    finally:
-        if broker is not None:
-            broker.stop()
 
 
 if __name__ == "__main__":
