@@ -12,10 +12,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
+from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
+from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
@@ -27,9 +28,8 @@ from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, cli
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.runtime.prometheus import PrometheusServer
-from samsa.runtime.run_loop import PartitionBuffer, Process, RunLoop
+from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
-from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
 from samsa.serde.exceptions import SchemaRegistryError
@@ -207,11 +207,10 @@ class Container:
             high=high,
         )
 
-    def _adjunct_handler(self, ti: TaskInstance, store: str) -> Process:
+    def _adjunct_handler(self, ti: TaskInstance, store: str) -> AdjunctWriter:
         """Writes the messages of an adjunct stream into its store instead of `process`; a persistent
         store records its stream's offsets in its directory after every flush."""
         assert self._state is not None
-        writer = ti.storage.writers[store]
         spec = self._state.specs[store]
         factory = self.job.config.value(extractor_factory_key(store))
         extractor = extractor_for(store, factory, self._serdes.get(spec.key_serde))
@@ -232,29 +231,9 @@ class Container:
                 for s in ssps
             )
             self._bootstrap_progress.append(progress)
-
-        def count(n: int) -> None:
-            stored.inc(n)
-            if progress is not None:
-                progress.records += n
-
         engine = ti.storage.context.engines.get(store)
-        if isinstance(engine, BoundedDatasetEngine):
-            versions = engine
-
-            def handle_bounded(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
-                if has_end_marker(envelope.headers):
-                    writer.flush()  # every record of the version reaches it before the seal
-                    version = versions.seal(envelope.offset + 1)
-                    log.info("adjunct store %s of %s: version %d sealed", store, ti.name, version)
-                    return
-                versions.offset = envelope.offset
-                entries = list(extractor.extract(envelope))
-                writer.put_all(entries)
-                count(len(entries))
-
-            return handle_bounded
-        if spec.factory == ROCKSDB:
+        bounded = engine if isinstance(engine, BoundedDatasetEngine) else None
+        if spec.factory == ROCKSDB and bounded is None:
             store_dir = ti.storage.context.store_dirs[store]
 
             def record_offsets() -> None:
@@ -263,13 +242,7 @@ class Container:
                     write_offsets(store_dir, {ssp: ti.offsets[ssp] for ssp in ssps})
 
             ti.storage.after_flush.append(record_offsets)
-
-        def handle(envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
-            entries = list(extractor.extract(envelope))
-            writer.put_all(entries)
-            count(len(entries))
-
-        return handle
+        return AdjunctWriter(store, ti.name, ti.storage.writers[store], extractor, stored, progress, bounded)
 
     def _start_offsets(
         self, partitions: Sequence[SystemStreamPartition], checkpoint: AnyCheckpoint | None

@@ -347,7 +347,8 @@ class ContainerStorage:
             below, self.serdes.get(spec.key_serde), self.serdes.get(spec.msg_serde)
         )
         cache_size, write_batch_size = cache_settings(spec.name, spec.config)
-        # An engine of its own (a bounded dataset) reads another version than it writes: no shared cache.
-        if cache_size and spec.name not in self.engine_factories:
+        # A store the system writes (adjunct) takes whole chunks in one engine batch: a cache in between
+        # would split them entry by entry (and a bounded dataset reads another version than it writes).
+        if cache_size and spec.name not in self.read_only:
             typed = CachedStore(typed, cache_size, write_batch_size)
         return typed

@@ -1,0 +1,66 @@
+"""Writes the messages of an adjunct store's stream into the store, a chunk at a time."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
+from samsa.adjunct.extractors import Entry, KeyValueExtractor
+from samsa.runtime.task import IncomingMessageEnvelope
+from samsa.stores.api import KeyValueStore
+from samsa.stores.backend import RestoreProgress
+
+log = logging.getLogger(__name__)
+
+
+class Count(Protocol):
+    def inc(self, n: float = 1) -> None: ...
+
+
+class AdjunctWriter:
+    """The run loop's writer for one adjunct store of one task: extracts each message's entries and writes a
+    chunk with one `put_all` (one engine batch). A bounded dataset's end marker seals its version."""
+
+    def __init__(
+        self,
+        store: str,
+        task: str,
+        writer: KeyValueStore[Any, Any],
+        extractor: KeyValueExtractor,
+        stored: Count,
+        progress: RestoreProgress | None = None,
+        bounded: BoundedDatasetEngine | None = None,
+    ) -> None:
+        self.store = store
+        self.task = task
+        self._writer = writer
+        self._extract = extractor.extract
+        self._stored = stored
+        self._progress = progress
+        self._bounded = bounded
+
+    def write(self, envelopes: list[IncomingMessageEnvelope]) -> None:
+        entries: list[Entry] = []
+        extract = self._extract
+        for envelope in envelopes:
+            if self._bounded is not None and has_end_marker(envelope.headers):
+                self._put(entries, envelope.offset - 1)
+                entries = []
+                self._writer.flush()  # every record of the version reaches it before the seal
+                version = self._bounded.seal(envelope.offset + 1)
+                log.info("adjunct store %s of %s: version %d sealed", self.store, self.task, version)
+                continue
+            entries.extend(extract(envelope))
+        if envelopes:
+            self._put(entries, envelopes[-1].offset)
+
+    def _put(self, entries: list[Entry], offset: int) -> None:
+        if not entries:
+            return
+        if self._bounded is not None:
+            self._bounded.offset = offset
+        self._writer.put_all(entries)
+        self._stored.inc(len(entries))
+        if self._progress is not None:
+            self._progress.records += len(entries)
