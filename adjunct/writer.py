@@ -6,7 +6,7 @@ import logging
 from typing import Any, Protocol
 
 from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
-from samsa.adjunct.extractors import Entry, KeyValueExtractor
+from samsa.adjunct.extractors import Entry, EnvelopeExtractor, KeyValueExtractor
 from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import RestoreProgress
@@ -39,6 +39,13 @@ class AdjunctWriter:
         self._stored = stored
         self._progress = progress
         self._bounded = bounded
+        #: The messages' keys and values are the entries (the default extractor, no versions): the run loop
+        #: may hand over (key, value) pairs instead of envelopes (`write_pairs`).
+        self.plain = isinstance(extractor, EnvelopeExtractor) and bounded is None
+
+    def write_pairs(self, pairs: list[Entry]) -> None:
+        """Writes decoded (key, value) pairs of keyed messages (`plain` writers only)."""
+        self._put(pairs, -1)
 
     def write(self, envelopes: list[IncomingMessageEnvelope]) -> None:
         entries: list[Entry] = []

@@ -38,6 +38,7 @@ from samsa.stores.backend import RestoreProgress
 from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.factory import ROCKSDB
 from samsa.stores.restore_progress import RestoreReporter
+from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -235,6 +236,10 @@ class Container:
         bounded = engine if isinstance(engine, BoundedDatasetEngine) else None
         if spec.factory == ROCKSDB and bounded is None:
             store_dir = ti.storage.context.store_dirs[store]
+            if isinstance(engine, RocksDbStore):
+                # No write-ahead log: after a crash the store resumes from its offsets file, written only
+                # after a flush made everything before it durable, and reads the rest again.
+                engine.begin_bulk_load()
 
             def record_offsets() -> None:
                 # After the store's flush: the file never claims more than the store holds.
@@ -406,10 +411,11 @@ class Container:
                 return False
             self._build_tasks(checkpoints, storages)
             sources = self._buffers()
-            for consumer, routes in sources:
-                consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
+            # Before the assignment: once fetching, a watermark request waits behind the first large fetch.
             ends = self._high_watermarks(lambda ssp: True) if self.until_caught_up else None
             bootstrap = self._high_watermarks(lambda ssp: self.job.stream(ssp.system_stream).bootstrap)
+            for consumer, routes in sources:
+                consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
             self._container_metrics()
             for ti in self._tasks:
                 ti.init()

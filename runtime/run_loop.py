@@ -39,7 +39,12 @@ BadMessageHandler = Callable[["PartitionBuffer", RawMessage, str, Exception], No
 class StoreWriter(Protocol):
     """Takes a partition's messages instead of the task's `process`, a chunk at a time (an adjunct store)."""
 
+    #: Whether `write_pairs` may take the messages' decoded (key, value) pairs instead of envelopes.
+    plain: bool
+
     def write(self, envelopes: list[IncomingMessageEnvelope]) -> None: ...
+
+    def write_pairs(self, pairs: list[tuple[Any, Any]]) -> None: ...
 
 
 class PartitionBuffer:
@@ -244,6 +249,8 @@ class RunLoop:
         timer per message (a store bootstrap reads millions)."""
         msgs, first = buf.messages, buf.pos
         key_from, msg_from = buf.key_from, buf.msg_from
+        if writer.plain and self._write_pairs(buf, writer, msgs[first:]):
+            return
         system, stream, partition = buf.ssp
         envelopes: list[IncomingMessageEnvelope] = []
         last = -1
@@ -279,6 +286,34 @@ class RunLoop:
         if last >= 0:
             buf.task.offsets[buf.ssp] = last + 1
         buf.task.processed.inc(len(envelopes))
+
+    def _write_pairs(self, buf: PartitionBuffer, writer: StoreWriter, chunk: list[RawMessage]) -> bool:
+        """The common case, fast: every message of the chunk decodes; keyless ones have nothing to store.
+        False (nothing written) when one does not decode: the caller then goes message by message."""
+        if not chunk:
+            return True
+        key_from, msg_from = buf.key_from, buf.msg_from
+        try:
+            pairs = [
+                (key_from(key), None if (value := m.value()) is None else msg_from(value))
+                for m in chunk
+                if (key := m.key()) is not None
+            ]
+        except Exception:
+            return False
+        try:
+            writer.write_pairs(pairs)
+        except Exception as e:
+            raise TaskError(
+                f"task {buf.task.name}: writing {buf.ssp.stream}#{buf.ssp.partition} offsets "
+                f"{chunk[0].offset()} to {chunk[-1].offset()} into its store failed: {e!r}; they are not "
+                "checkpointed and are read again after a restart"
+            ) from e
+        buf.pos = len(buf.messages)
+        self._buffered -= len(chunk)
+        buf.task.offsets[buf.ssp] = chunk[-1].offset() + 1
+        buf.task.processed.inc(len(chunk))
+        return True
 
     def _fetch(self, timeout: float) -> None:
         self._poll_producers()

@@ -78,12 +78,16 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
         key_bytes, value_bytes = self._fast_key_bytes, self._fast_value_bytes
-        raw = []
-        for key, value in entries:  # all serialized before any is written: the batch stays atomic
-            try:
-                raw.append((key_bytes(key), None if value is None else value_bytes(value)))
-            except Exception as e:
-                raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
+        entries = entries if isinstance(entries, list) else list(entries)
+        try:  # all serialized before any is written: the batch stays atomic
+            raw = [(key_bytes(k), None if v is None else value_bytes(v)) for k, v in entries]
+        except Exception:
+            for key, value in entries:  # again, one by one, to name the entry at fault
+                try:
+                    key_bytes(key), None if value is None else value_bytes(value)
+                except Exception as e:
+                    raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
+            raise
         self.inner.put_all(raw)
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
