@@ -35,6 +35,11 @@ class BlobMetadata:
     task_name: str
     store_name: str
 
+    @classmethod
+    def of_store(cls, job_name: str, job_id: str, task_name: str, store_name: str) -> BlobMetadata:
+        """The metadata of one task's store, payload not yet known (requests replace the payload fields)."""
+        return cls("", -1, job_name, job_id, task_name, store_name)
+
     def describe(self) -> str:
         return f"{self.payload_path} of store {self.store_name} of {self.task_name}"
 

@@ -86,7 +86,7 @@ class BlobStoreBackupManager:
         self._verify: set[str] = set()
 
     def base(self, store: str) -> BlobMetadata:
-        return BlobMetadata("", -1, self._job[0], self._job[1], self.context.task_name, store)
+        return BlobMetadata.of_store(*self._job, self.context.task_name, store)
 
     # -- start ---------------------------------------------------------------------------------------
     def init(self, markers: Markers | None) -> None:

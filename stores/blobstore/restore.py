@@ -73,7 +73,7 @@ class BlobStoreRestoreManager:
         self.reused: dict[str, bool] = {}
 
     def _base(self, store: str) -> BlobMetadata:
-        return BlobMetadata("", -1, self._job[0], self._job[1], self.context.task_name, store)
+        return BlobMetadata.of_store(*self._job, self.context.task_name, store)
 
     def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
         """Reads the snapshot index of every store the checkpoint has one for."""

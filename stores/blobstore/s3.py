@@ -194,6 +194,13 @@ def _clean_prefix(prefix: str) -> str:
     return prefix.strip("/")
 
 
+def _checked_location(bucket: str, prefix: str, ttl_days: int) -> tuple[str, str, int]:
+    """(bucket, prefix without slashes, TTL days), the TTL checked: S3 expires objects after whole days."""
+    if ttl_days < 1:
+        raise BlobStoreError(f"blob TTL of {ttl_days} days for S3 bucket {bucket!r} must be at least 1")
+    return bucket, _clean_prefix(prefix), ttl_days
+
+
 class S3BlobStore(ExecutorBlobStore):
     """A `BlobStoreManager` on an S3 bucket under a key prefix; requests run on `executor`.
 
@@ -216,11 +223,7 @@ class S3BlobStore(ExecutorBlobStore):
         initial_retry_delay_s: float = 0.1,
         max_retry_delay_s: float = 10.0,
     ) -> None:
-        if ttl_days < 1:
-            raise BlobStoreError(f"blob TTL of {ttl_days} days for S3 bucket {bucket!r} must be at least 1")
-        self._bucket = bucket
-        self._prefix = _clean_prefix(prefix)
-        self._ttl_days = ttl_days
+        self._bucket, self._prefix, self._ttl_days = _checked_location(bucket, prefix, ttl_days)
         self._endpoint_url = endpoint_url
         self._region = region
         self._timeouts = (connect_timeout_s, read_timeout_s)
@@ -359,11 +362,7 @@ class S3BlobStoreAdmin:
         *,
         max_retry_duration_s: float = 60,
     ) -> None:
-        if ttl_days < 1:
-            raise BlobStoreError(f"blob TTL of {ttl_days} days for S3 bucket {bucket!r} must be at least 1")
-        self._bucket = bucket
-        self._prefix = _clean_prefix(prefix)
-        self._ttl_days = ttl_days
+        self._bucket, self._prefix, self._ttl_days = _checked_location(bucket, prefix, ttl_days)
         self._client: S3Client = client if client is not None else make_client(endpoint_url, region)
         self._retrier = _Retrier(bucket, max_retry_duration_s, 0.1, 5.0)
 

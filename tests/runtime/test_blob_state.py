@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from count_job import WORDS, count_job, final_counts, run_cli
+from count_job import WORDS, count_job, final_counts, run_cli, store_counts
 
 from samsa.checkpoint.model import CheckpointV2
 from samsa.runtime.config.config import Config
@@ -20,7 +19,6 @@ from samsa.runtime.coordinator import checkpoint_manager
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.transfer import BlobTransfer
-from samsa.stores.rocksdb import RocksDbStore
 
 
 def _count_job(job_config, words: str, out: str, blobs: Path, **extra: str) -> dict[str, str]:
@@ -49,11 +47,7 @@ def _snapshot_counts(config: dict[str, str], task: str, tmp: Path) -> dict[str, 
         index = transfer.get_index(index_id, base)
         target = tmp / f"download-{task.replace(' ', '_')}-{index_id.rsplit('.', 1)[-1]}"
         transfer.restore_dir(index.dir_index, target, base)
-    store = RocksDbStore(target, name="counts")
-    try:
-        return {k.decode(): struct.unpack(">q", v)[0] for k, v in store.all()}
-    finally:
-        store.close()
+    return dict(store_counts(target))
 
 
 def _expected_at_checkpoint(config, read_topic, words: str, task: str) -> Counter[str]:
