@@ -41,6 +41,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     job = _load(args)
     if args.container_id is not None:
         return _run_container(job, args)
+    if job.deploy == "spark":
+        from samsa.deploy.spark_supervisor import run_spark
+
+        return run_spark(job, args.until_caught_up, install_stop_handlers)
     passthrough = [str(args.job), *(f"--config={c}" for c in args.config or [])]
     if args.until_caught_up:
         passthrough.append("--until-caught-up")
@@ -118,9 +122,10 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
 def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     from samsa.checkpoint.tool import live_containers, parse_reset_target, reset
     from samsa.checkpoint.versions import checkpoint_versions
-    from samsa.kafka import KafkaConsumer, KafkaProducer
+    from samsa.kafka import KafkaProducer
     from samsa.runtime.container import pid_dir
     from samsa.runtime.coordinator import JobCoordinator, checkpoint_manager, checkpoint_system, client_config
+    from samsa.runtime.offsets import InputOffsets
 
     job = _load(args)
     target = parse_reset_target(args.to)
@@ -139,29 +144,14 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
                 f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})"
             )
         tasks = {name: tasks[name] for name in args.task}
-    consumers: dict[str, KafkaConsumer] = {}
-
-    def resolve(ssp: SystemStreamPartition, to: str | int) -> int:
-        consumer = consumers.get(ssp.system) or consumers.setdefault(
-            ssp.system, KafkaConsumer(client_config(job, ssp.system))
-        )
-        low, high = consumer.watermarks((ssp.stream, ssp.partition))
-        if to == "earliest":
-            return low
-        if to == "latest":
-            return high
-        assert isinstance(to, int)
-        return consumer.offsets_for_times([(ssp.stream, ssp.partition)], to)[(ssp.stream, ssp.partition)]
-
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
     try:
         write_versions, read_versions = checkpoint_versions(job.config)
         manager = checkpoint_manager(job, producer)
-        written = reset(manager, tasks, target, resolve, write_versions, read_versions)
+        with InputOffsets(job) as inputs:
+            written = reset(manager, tasks, target, inputs.at, write_versions, read_versions)
     finally:
         producer.close()
-        for consumer in consumers.values():
-            consumer.close()
     for task_name, checkpoint in sorted(written.items(), key=lambda kv: _task_order(kv[0])):
         offsets = ", ".join(f"{s.stream}#{s.partition}={o}" for s, o in sorted(checkpoint.offsets.items()))
         print(f"{task_name}: {offsets}")
@@ -242,6 +232,40 @@ def _cmd_state_download(args: argparse.Namespace) -> int:
         f"{ref.index_blob_id}) into {args.to}: {result.files} file(s), {result.bytes} bytes in "
         f"{result.seconds:.2f} s"
     )
+    return 0
+
+
+def _cmd_state_bootstrap(args: argparse.Namespace) -> int:
+    from collections.abc import Callable
+
+    from samsa.deploy.bootstrap import BootstrapPlan, BootstrapRequest, PartitionResult, bootstrap_state
+    from samsa.deploy.spark import Spark, batch_spark, run_bootstrap
+
+    job = _load(args)
+    request = BootstrapRequest(
+        store=args.store,
+        source=args.source,
+        format=args.format,
+        key=args.key,
+        values=tuple(c.strip() for v in args.value or [] for c in v.split(",") if c.strip()),
+        offsets=args.offsets,
+        staging=args.staging,
+    )
+    spark: Spark | None = None
+
+    def run(plan: BootstrapPlan, on_done: Callable[[PartitionResult], None]) -> list[PartitionResult]:
+        nonlocal spark
+        print(f"bootstrapping store {plan.store} of job {job.job_key} from {plan.source} on Spark")
+        spark = batch_spark(job, f"samsa-bootstrap-{job.job_key}-{plan.store}")
+        return run_bootstrap(spark, plan, on_done)
+
+    try:
+        summary = bootstrap_state(job, request, run)
+    finally:
+        if spark is not None:
+            spark.stop()
+    for line in summary.lines():
+        print(line)
     return 0
 
 
@@ -352,6 +376,34 @@ def _parser() -> argparse.ArgumentParser:
     download.add_argument("--store", required=True, help="store name")
     download.add_argument("--to", required=True, type=Path, help="a new or empty dir")
     download.set_defaults(func=_cmd_state_download)
+
+    boot = st.add_parser(
+        "bootstrap", help="fill a store of every task from a dataset on Spark, as its checkpointed state"
+    )
+    boot.add_argument("--job", required=True, type=Path, help="job config: .properties, .yaml or .yml")
+    boot.add_argument("--config", action="append", metavar="KEY=VALUE", help="override a config key")
+    boot.add_argument("--store", required=True, help="the store to fill (RocksDB, changelog or blob store)")
+    boot.add_argument("--from", dest="source", required=True, help="dataset path (file or dir; Spark's URL)")
+    boot.add_argument(
+        "--format", choices=["parquet", "csv", "json"], default="parquet", help="default parquet"
+    )
+    boot.add_argument("--key", required=True, metavar="COL", help="the column holding the store key")
+    boot.add_argument(
+        "--value",
+        action="append",
+        metavar="COLS",
+        help="value column(s), comma-separated or repeated: one column is the value itself, several a dict "
+        "of them; default: every column but the key, as a dict",
+    )
+    boot.add_argument(
+        "--offsets",
+        default="latest",
+        help="where the inputs resume: earliest, latest (default), epoch ms or ISO time",
+    )
+    boot.add_argument(
+        "--staging", type=Path, help="dir for the SST files (shared by executors and driver on a cluster)"
+    )
+    boot.set_defaults(func=_cmd_state_bootstrap)
 
     blobstore = sub.add_parser("blobstore", help="check or clean the job's blob store")
     bs = blobstore.add_subparsers(dest="blobstore_cmd", required=True)

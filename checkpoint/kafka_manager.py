@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from samsa.checkpoint.compacted_log import read_latest
-from samsa.checkpoint.exceptions import CheckpointError
+from samsa.checkpoint.exceptions import CheckpointError, CheckpointFencedError
 from samsa.checkpoint.model import (
     VERSION_OF_KEY_TYPE,
     AnyCheckpoint,
@@ -19,8 +20,10 @@ from samsa.checkpoint.model import (
     parse_key,
 )
 from samsa.checkpoint.versions import DEFAULT_READ_VERSIONS, validate_versions
-from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka import KafkaAdmin, KafkaProducer, KafkaSystemError, TransactionError
 
+# Header of every checkpoint record written by a fenced (epoch-carrying) container.
+EPOCH_HEADER = "samsa.epoch"
 # Samza's task.live.checkpoint.max.age: a lower-priority record newer by more than this wins.
 DEFAULT_LIVE_MAX_AGE_MS = 600_000
 
@@ -80,12 +83,19 @@ class KafkaCheckpointManager:
         *,
         read_versions: Sequence[int] = DEFAULT_READ_VERSIONS,
         live_max_age_ms: int = DEFAULT_LIVE_MAX_AGE_MS,
+        epoch: int | None = None,
     ) -> None:
         self.topic = topic
         self._client_config = dict(client_config)
         self._producer = producer
         self.read_versions = validate_versions("task.checkpoint.read.versions", read_versions)
         self.live_max_age_ms = live_max_age_ms
+        #: The container start this manager writes for: with one, every write is a transaction of the
+        #: producer's transactional.id, and a newer start's `init_fencing` makes this one's writes fail.
+        self.epoch = epoch
+        self._headers = [(EPOCH_HEADER, str(epoch).encode())] if epoch is not None else None
+        self._fenced: str | None = None
+        self._transaction = threading.Lock()  # commit threads of several tasks share the producer
 
     def create_resources(self) -> None:
         """Creates the compacted single-partition topic, or checks the existing one."""
@@ -140,7 +150,11 @@ class KafkaCheckpointManager:
         if self._producer is None:
             raise CheckpointError(f"writing to {self.topic} needs a checkpoint manager built with a producer")
         self._producer.send(
-            self.topic, encode(checkpoint), key=checkpoint_key(task_name, checkpoint.version), partition=0
+            self.topic,
+            encode(checkpoint),
+            key=checkpoint_key(task_name, checkpoint.version),
+            partition=0,
+            headers=self._headers,
         )
 
     def write_versions(
@@ -161,3 +175,53 @@ class KafkaCheckpointManager:
         if self._producer is None:
             raise CheckpointError(f"writing to {self.topic} needs a checkpoint manager built with a producer")
         self._producer.flush()
+
+    # -- fencing ------------------------------------------------------------------------------------------
+    def init_fencing(self) -> None:
+        """Registers this start's transactional producer, which fences every older start's: call before
+        reading the checkpoints, so no zombie can write one after they were read."""
+        if self._producer is None or self.epoch is None:
+            raise CheckpointError("fencing needs a checkpoint manager built with a producer and an epoch")
+        try:
+            self._producer.init_transactions()
+        except TransactionError as e:
+            raise CheckpointError(f"cannot register the checkpoint producer on {self.topic}: {e}") from e
+
+    def fence(self, reason: str) -> None:
+        """No checkpoint is written from now on: the driver said a newer start of this container exists."""
+        self._fenced = reason
+
+    def commit(
+        self, task_name: str, versions: Sequence[int], v1: Checkpoint | None, v2: CheckpointV2 | None
+    ) -> None:
+        """Writes a task's checkpoint record(s) durably; with an epoch, atomically in one transaction that
+        the broker rejects once a newer start of the container registered."""
+        if self.epoch is None:
+            self.write_versions(task_name, versions, v1, v2)
+            self.flush()
+            return
+        assert self._producer is not None
+        with self._transaction:
+            self._raise_if_fenced(task_name)
+            try:
+                self._producer.begin_transaction()
+                self.write_versions(task_name, versions, v1, v2)
+                self._producer.commit_transaction()
+            except KafkaSystemError as e:
+                # A fenced producer fails fatally, in the transaction call or already in the send.
+                if "FENCED" in str(e).upper():
+                    self._fenced = f"the broker rejected epoch {self.epoch}'s transaction: {e}"
+                    self._raise_if_fenced(task_name)
+                if isinstance(e, TransactionError) and e.requires_abort:
+                    self._producer.abort_transaction()
+                raise CheckpointError(
+                    f"task {task_name!r}: checkpoint transaction on {self.topic}: {e}"
+                ) from e
+
+    def _raise_if_fenced(self, task_name: str) -> None:
+        if self._fenced is not None:
+            raise CheckpointFencedError(
+                f"task {task_name!r}: checkpoint not written: this container (epoch {self.epoch}) was "
+                f"replaced by a newer start ({self._fenced}); this instance stops without committing, the "
+                f"newer one goes on"
+            )

@@ -9,28 +9,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
+from samsa.deploy.restarts import RESTART_WINDOW_S, RestartBudget
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import JobCoordinator
 
 log = logging.getLogger(__name__)
 
-# Restarts are counted over this window against deploy.local.max.restarts.
-_RESTART_WINDOW_S = 600.0
-# Backoff before restarting a crashed container: doubles per recent crash, capped.
-_BACKOFF_START_S = 0.5
-_BACKOFF_MAX_S = 30.0
-
 
 @dataclass
 class _Child:
     container_id: str
+    restarts: RestartBudget
     process: subprocess.Popen[bytes] | None = None
-    restarts: deque[float] = field(default_factory=deque)
     restart_at: float | None = None
     done: bool = False
     rc: int | None = None
@@ -89,7 +83,7 @@ class LocalSupervisor:
     def run(self) -> int:
         """Runs until every container has finished or a stop is requested; returns an exit code."""
         model = JobCoordinator(self.job).prepare()
-        self._children = [_Child(c.id) for c in model.containers]
+        self._children = [_Child(c.id, RestartBudget(self.job.max_restarts)) for c in model.containers]
         for child in self._children:
             self._spawn(child)
         while not self._stopping and not all(c.done for c in self._children):
@@ -116,24 +110,21 @@ class LocalSupervisor:
             child.done, child.rc = True, 0
             log.info("container %s finished", child.container_id)
             return
-        while child.restarts and child.restarts[0] < now - _RESTART_WINDOW_S:
-            child.restarts.popleft()
-        if len(child.restarts) >= self.job.max_restarts:
+        delay = child.restarts.next_delay(now)
+        if delay is None:
             log.error(
                 "container %s exited with %d and crashed %d times in %d s (deploy.local.max.restarts=%d); "
                 "stopping the job: read its log above for the cause",
                 child.container_id,
                 rc,
-                len(child.restarts) + 1,
-                int(_RESTART_WINDOW_S),
+                child.restarts.recent(now) + 1,
+                int(RESTART_WINDOW_S),
                 self.job.max_restarts,
             )
             child.done, child.rc = True, rc
             self.failed = True
             self._stopping = True
             return
-        child.restarts.append(now)
-        delay = min(_BACKOFF_MAX_S, _BACKOFF_START_S * 2 ** (len(child.restarts) - 1))
         child.restart_at = now + delay
         log.warning("container %s exited with %d; restarting in %.1f s", child.container_id, rc, delay)
 

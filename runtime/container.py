@@ -17,6 +17,7 @@ from samsa.adjunct.extractors import extractor_factory_key, extractor_for
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
+from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
@@ -57,10 +58,21 @@ def pid_dir(job: JobConfig) -> Path:
 class Container:
     """Runs the tasks of one container model until stopped, caught up, or asked to shut down."""
 
-    def __init__(self, job: JobConfig, model: ContainerModel, until_caught_up: bool = False) -> None:
+    def __init__(
+        self,
+        job: JobConfig,
+        model: ContainerModel,
+        until_caught_up: bool = False,
+        epoch: int | None = None,
+    ) -> None:
         self.job = job
         self.model = model
         self.until_caught_up = until_caught_up
+        #: This start's epoch from a supervising driver (Spark): checkpoints are then written in
+        #: transactions that fence every older start of the container.
+        self.epoch = epoch
+        self._phase = "starting"
+        self._fenced: str | None = None
         self.registry = m.MetricsRegistry()
         self._loop: RunLoop | None = None
         self._stop_requested = False
@@ -85,6 +97,32 @@ class Container:
         self._restore_stop.set()
         if self._loop is not None:
             self._loop.stop()
+
+    def fence(self, reason: str) -> None:
+        """A newer start of this container exists: stop without writing another checkpoint."""
+        self._fenced = reason
+        self._checkpoints.fence(reason)
+        self.stop()
+
+    def status(self) -> tuple[str, float | None]:
+        """(phase, restore progress 0..1 while restoring): starting, restoring, running or stopping."""
+        if self._phase == "restoring" and self._state is not None:
+            progress = [p for c in self._state.storage.contexts.values() for p in c.progress.values()]
+            totals = [p.total_records for p in progress if p.total_records]
+            if totals and len(totals) == len(progress):
+                done = sum(min(p.records, p.total_records or 0) for p in progress)
+                return self._phase, done / max(1, sum(totals))
+            return self._phase, None
+        if self._stop_requested and self._phase == "running":
+            return "stopping", None
+        return self._phase, None
+
+    def _checkpoint_client_config(self) -> dict[str, Any]:
+        config = client_config(self.job, checkpoint_system(self.job), "producer")
+        if self.epoch is not None:
+            # One id per container, the same at every start: a start registering it fences the older ones.
+            config["transactional.id"] = f"samsa-checkpoint-{self.job.job_key}-container-{self.model.id}"
+        return config
 
     # -- start ------------------------------------------------------------------------------------
     def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
@@ -390,11 +428,15 @@ class Container:
             for system in kafka_systems:
                 self._producers[system] = KafkaProducer(client_config(self.job, system, "producer"))
             # Checkpoint records go out from the commit threads on a producer of their own.
-            self._checkpoint_producer = KafkaProducer(
-                client_config(self.job, checkpoint_system(self.job), "producer")
-            )
+            self._checkpoint_producer = KafkaProducer(self._checkpoint_client_config())
             write_versions, read_versions = checkpoint_versions(self.job.config)
-            self._checkpoints = checkpoint_manager(self.job, self._checkpoint_producer, read_versions)
+            self._checkpoints = checkpoint_manager(
+                self.job, self._checkpoint_producer, read_versions, self.epoch
+            )
+            if self.epoch is not None:
+                self._checkpoints.init_fencing()
+                if self._fenced is not None:
+                    self._checkpoints.fence(self._fenced)
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
             checkpoints = self._checkpoints.read_last()
@@ -402,6 +444,7 @@ class Container:
                 self.job, self.model, self._serdes, self._producers, self._checkpoints, write_versions
             )
             self._adjunct_starts = self._prepare_adjunct_stores()
+            self._phase = "restoring"
             try:
                 storages = self._state.start(checkpoints, self._restore_stop, self.registry)
             except RestoreInterrupted:
@@ -446,12 +489,19 @@ class Container:
             )
             if self._stop_requested:
                 self._loop.stop()
+            self._phase = "running"
             log.info("container %s running tasks %s", self.model.id, ", ".join(t.name for t in self._tasks))
             if self._bootstrap_progress:
                 self._bootstrap_reporter = RestoreReporter(self._bootstrap_progress, what="bootstrapp")
                 self._bootstrap_reporter.__enter__()
             self._loop.run()
+            self._phase = "stopping"
             self._bootstrapped()
+            if self._fenced is not None:
+                raise CheckpointFencedError(
+                    f"container {self.model.id} (epoch {self.epoch}) stopped without committing: "
+                    f"{self._fenced}"
+                )
             self.commit(self._tasks, wait=True)
             self._close_tasks()
             return self._loop.caught_up

@@ -40,13 +40,20 @@ def checkpoint_system(job: JobConfig) -> str:
 
 
 def checkpoint_manager(
-    job: JobConfig, producer: KafkaProducer | None = None, read_versions: list[int] | None = None
+    job: JobConfig,
+    producer: KafkaProducer | None = None,
+    read_versions: list[int] | None = None,
+    epoch: int | None = None,
 ) -> KafkaCheckpointManager:
     system = checkpoint_system(job)
     if read_versions is None:
         read_versions = checkpoint_versions(job.config)[1]
     return KafkaCheckpointManager(
-        checkpoint_topic(job.name, job.id), client_config(job, system), producer, read_versions=read_versions
+        checkpoint_topic(job.name, job.id),
+        client_config(job, system),
+        producer,
+        read_versions=read_versions,
+        epoch=epoch,
     )
 
 

@@ -284,8 +284,7 @@ class ContainerState:
         def write(result: CommitResult) -> None:
             v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result))
             v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers)
-            self._checkpoints.write_versions(task_name, self._write_versions, v1, v2)
-            self._checkpoints.flush()
+            self._checkpoints.commit(task_name, self._write_versions, v1, v2)
 
         return write
 

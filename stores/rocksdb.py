@@ -1,7 +1,7 @@
 """RocksDB key-value engine over bytes, on `rocksdict` in raw mode (the only module importing rocksdict)."""
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, cast
 from weakref import WeakSet
@@ -12,8 +12,10 @@ from rocksdict import (
     Checkpoint,
     DBCompactionStyle,
     DBCompressionType,
+    IngestExternalFileOptions,
     Options,
     Rdict,
+    SstFileWriter,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -247,6 +249,21 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             raise StoreError(f"checkpoint of store {self.name!r} into {dest_dir} failed: {e}") from e
         return dest_dir
 
+    def ingest(self, sst_files: Sequence[Path], move: bool = True) -> None:
+        """Add SST files written by `write_sst` to the store: their entries win over what it holds.
+
+        `move` hard-links the files into the store (they must be on its filesystem; RocksDB copies
+        otherwise) instead of copying them. Files of one call must not overlap in keys.
+        """
+        db = self._open_db()
+        options = IngestExternalFileOptions()
+        options.set_move_files(move)
+        try:
+            db.ingest_external_file([str(path) for path in sst_files], options)
+        except Exception as e:
+            names = ", ".join(str(path) for path in sst_files)
+            raise StoreError(f"store {self.name!r} at {self.path}: cannot ingest {names}: {e}") from e
+
     def close(self) -> None:
         db = self._db
         if db is None:
@@ -322,6 +339,37 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
         if self._entries is not None:
             self._entries = None
             self._store_closed = True
+
+
+def write_sst(
+    path: Path, entries: Iterable[tuple[bytes, bytes]], options: RocksDbOptions | None = None
+) -> int:
+    """Writes `entries` (keys strictly ascending, bytewise) into a new SST file at `path` for
+    `RocksDbStore.ingest`; returns how many. No entries: no file (RocksDB cannot finish an empty one).
+
+    A key out of order or repeated raises `StoreError` naming it and the file, and leaves no file.
+    """
+    opts = Options(raw_mode=True)
+    opts.set_compression_type(_COMPRESSION[(options or RocksDbOptions()).compression]())
+    writer = SstFileWriter(opts)
+    count, last = 0, None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for key, value in entries:
+            if count == 0:
+                writer.open(str(path))
+            elif key <= last:  # type: ignore[operator]
+                problem = "repeated" if key == last else "out of order"
+                raise StoreError(f"cannot write SST file {path}: key {key!r} is {problem} (after {last!r})")
+            writer[key] = value
+            last = key
+            count += 1
+        if count:
+            writer.finish()
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return count
 
 
 def _write_options(*, wal: bool) -> WriteOptions:

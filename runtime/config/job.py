@@ -76,7 +76,12 @@ class JobConfig:
         self.logged_store_dir = Path(config.value("job.logged.store.base.dir"))
         self.non_logged_store_dir = Path(config.value("job.non-logged.store.base.dir"))
         self.prometheus_port: int | None = config.value("metrics.prometheus.port")
+        self.deploy: str = config.value("job.deploy")
         self.max_restarts: int = config.value("deploy.local.max.restarts")
+        self.spark_max_restarts: int = config.value("deploy.spark.max.restarts")
+        self.spark_master: str | None = config.value("deploy.spark.master")
+        self.spark_conf: dict[str, str] = config.subset("deploy.spark.conf.")
+        self.heartbeat_timeout_ms: int = config.value("deploy.spark.heartbeat.timeout.ms")
         self._check()
 
     def _adjunct_inputs(self) -> dict[str, SystemStream]:

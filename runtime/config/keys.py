@@ -5,7 +5,6 @@ from samsa.runtime.config.registry import Key, KeyRegistry
 _DURABLE = "durable state arrives with changelogs and state backends"
 _ADJUNCT = "adjunct data stores are not built yet"
 _EOS = "exactly-once processing is not built yet"
-_SPARK = "Spark deployment is not built yet"
 _INMEMORY = "the in-memory system arrives with the broker-less test kit"
 
 KEYS = [
@@ -104,7 +103,6 @@ KEYS = [
         "Where containers run (samsa run --deploy overrides).",
         default="local",
         choices=("local", "spark"),
-        values_not_yet={"spark": _SPARK},
     ),
     Key(
         "deploy.local.max.restarts",
@@ -113,10 +111,30 @@ KEYS = [
         default="10",
         minimum=0,
     ),
-    Key("deploy.spark.master", "str", "Spark master URL.", not_yet=_SPARK),
-    Key("deploy.spark.conf.*", "passthrough", "Passed to Spark.", not_yet=_SPARK),
-    Key("deploy.spark.max.restarts", "int", "Container restarts per 10 minutes.", not_yet=_SPARK),
-    Key("deploy.spark.heartbeat.timeout.ms", "int", "Driver heartbeat timeout.", not_yet=_SPARK),
+    Key(
+        "deploy.spark.master",
+        "str",
+        "Spark master URL; by default local[<containers>,1]: a slot per container on this machine.",
+    ),
+    Key(
+        "deploy.spark.conf.*",
+        "passthrough",
+        "Passed to Spark as <key> (e.g. deploy.spark.conf.spark.log.level).",
+    ),
+    Key(
+        "deploy.spark.max.restarts",
+        "int",
+        "Container restarts the Spark driver allows per 10 minutes before it fails the job.",
+        default="10",
+        minimum=0,
+    ),
+    Key(
+        "deploy.spark.heartbeat.timeout.ms",
+        "int",
+        "A container that has not heard the driver for this long stops itself.",
+        default="30000",
+        minimum=1000,
+    ),
     Key(
         "metrics.prometheus.port",
         "int",

@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from background import wait_for
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.runtime.config.config import Config
@@ -17,15 +18,6 @@ from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import client_config
 from samsa.streams import SystemStreamPartition
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _pids(job: JobConfig) -> dict[str, int]:
@@ -52,14 +44,14 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
         stderr=subprocess.STDOUT,
     )
     try:
-        _wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
+        wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
         produce(inp, [(str(i), str(i)) for i in range(400)])
-        _wait_for(lambda: len(read_topic(out)) >= 100, 60, "first outputs")
+        wait_for(lambda: len(read_topic(out)) >= 100, 60, "first outputs")
         victim_name, victim = sorted(_pids(job).items())[0]
         os.kill(victim, signal.SIGKILL)
-        _wait_for(lambda: _pids(job).get(victim_name, victim) != victim, 60, "the restarted container")
+        wait_for(lambda: _pids(job).get(victim_name, victim) != victim, 60, "the restarted container")
         produce(inp, [(str(i), str(i)) for i in range(400, 600)])
-        _wait_for(
+        wait_for(
             lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(600)},
             90,
             "every input's output",
@@ -97,7 +89,7 @@ def test_sigterm_stops_containers_gracefully_with_a_final_commit(
         text=True,
     )
     try:
-        _wait_for(lambda: len(read_topic(out)) == 50, 60, "all outputs")
+        wait_for(lambda: len(read_topic(out)) == 50, 60, "all outputs")
         supervisor.send_signal(signal.SIGINT)
         output, _ = supervisor.communicate(timeout=60)
     finally:

@@ -446,7 +446,7 @@ def test_every_config_md_value_is_accepted_or_rejected_as_not_yet(key: str, valu
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("job.processing.guarantee", "exactly_once"), ("job.deploy", "spark")],
+    [("job.processing.guarantee", "exactly_once")],
 )
 def test_not_yet_enum_values_point_to_the_supported_ones(key: str, value: str) -> None:
     message = config_error({key: value})

@@ -1,0 +1,33 @@
+"""The restart policy of supervised containers: a budget per 10 minutes and exponential backoff."""
+
+from __future__ import annotations
+
+from collections import deque
+
+# Restarts are counted over this window against the deployment's max.restarts.
+RESTART_WINDOW_S = 600.0
+# Backoff before restarting a crashed container: doubles per recent crash, capped.
+_BACKOFF_START_S = 0.5
+_BACKOFF_MAX_S = 30.0
+
+
+class RestartBudget:
+    """One container's crashes: whether another restart is allowed now, and after how long."""
+
+    def __init__(self, max_restarts: int, window_s: float = RESTART_WINDOW_S) -> None:
+        self.max_restarts = max_restarts
+        self.window_s = window_s
+        self._restarts: deque[float] = deque()
+
+    def recent(self, now: float) -> int:
+        """Restarts within the window ending `now`."""
+        while self._restarts and self._restarts[0] < now - self.window_s:
+            self._restarts.popleft()
+        return len(self._restarts)
+
+    def next_delay(self, now: float) -> float | None:
+        """Records a crash at `now`: the backoff before restarting, or None when the budget is spent."""
+        if self.recent(now) >= self.max_restarts:
+            return None
+        self._restarts.append(now)
+        return float(min(_BACKOFF_MAX_S, _BACKOFF_START_S * 2.0 ** (len(self._restarts) - 1)))

@@ -1,0 +1,486 @@
+"""Samsa's Spark layer: the only code that imports pyspark (sessions, long-running container tasks, batch)."""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import importlib
+import json
+import logging
+import os
+import pickle
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from samsa.deploy.exceptions import BootstrapError, SparkError, SparkMissingError
+from samsa.runtime.config.job import JobConfig
+
+if TYPE_CHECKING:
+    from samsa.deploy.bootstrap import BootstrapPlan, PartitionResult
+
+log = logging.getLogger(__name__)
+
+try:  # an optional extra: the local deployment and every other module work without it
+    from pyspark import SparkConf, SparkContext, TaskContext
+    from pyspark.rdd import RDD
+    from pyspark.serializers import CPickleSerializer
+    from pyspark.sql import SparkSession
+
+    _IMPORT_ERROR: ImportError | None = None
+except ImportError as e:  # pragma: no cover - exercised only where the extra is absent
+    _IMPORT_ERROR = e
+
+# Spark's JVM log level unless the job asks for more (deploy.spark.conf.spark.log.level): its INFO/WARN lines
+# would bury the containers' own log.
+QUIET_LOG_LEVEL = "ERROR"
+# The same for the lines logged before the level can be set, on the driver's and the executors' JVMs.
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+
+
+def require_pyspark() -> None:
+    """Raises a clear error when the `spark` extra is not installed."""
+    if _IMPORT_ERROR is not None:
+        raise SparkMissingError(
+            f"running on Spark needs pyspark, which is not installed ({_IMPORT_ERROR}); install it with "
+            f"`pip install 'samsa[spark]'` (Java 17 must be on the PATH), or run with job.deploy=local"
+        )
+
+
+def default_master(containers: int) -> str:
+    """One slot per container on this machine; Spark's own task retry is off (`,1`): the driver restarts
+    containers itself, with backoff and a restart budget, whatever the master."""
+    return f"local[{containers},1]"
+
+
+def spark_conf(job: JobConfig) -> dict[str, str]:
+    """Spark settings of the job: Samsa's defaults, then `deploy.spark.conf.*` (the user wins)."""
+    quiet = f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}"
+    conf = {
+        # The driver restarts containers itself (backoff, budget); Spark retrying a task would bypass both.
+        "spark.task.maxFailures": "1",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if "spark.log.level" not in job.spark_conf:
+        conf["spark.driver.extraJavaOptions"] = quiet
+        conf["spark.executor.extraJavaOptions"] = quiet
+    return {**conf, **job.spark_conf}
+
+
+@dataclass(frozen=True)
+class TaskPlace:
+    """Where a Spark task attempt ran: its executor and host, and the preferred-location string naming it."""
+
+    executor_id: str
+    host: str
+
+    @property
+    def location(self) -> str:
+        # Spark's ExecutorCacheTaskLocation syntax: a preference for one executor, not only its host.
+        return f"executor_{self.host}_{self.executor_id}"
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """The running task attempt, as seen from inside it."""
+
+    stage_id: int
+    task_attempt_id: int
+    attempt_number: int
+
+
+def current_attempt() -> AttemptInfo | None:
+    """The Spark task attempt this code runs in (None outside a Spark task)."""
+    if _IMPORT_ERROR is not None:
+        return None
+    context = TaskContext.get()
+    if context is None:
+        return None
+    return AttemptInfo(context.stageId(), context.taskAttemptId(), context.attemptNumber())
+
+
+def probe(_: object = None) -> AttemptInfo | None:
+    """A task body reporting its attempt: run with `Spark.run_task` to see where a preference places it."""
+    return current_attempt()
+
+
+class Spark:
+    """One SparkContext for Samsa's driver: long-running single-task jobs, placement lookups, batch jobs."""
+
+    def __init__(
+        self,
+        app_name: str,
+        master: str,
+        conf: Mapping[str, str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        require_pyspark()
+        # The executors' Python must be the driver's (its venv has samsa installed) unless the user says.
+        os.environ.setdefault("PYSPARK_PYTHON", python or sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1" if master.startswith("local") else "")
+        if not os.environ["SPARK_LOCAL_IP"]:
+            del os.environ["SPARK_LOCAL_IP"]
+        settings = {"spark.ui.showConsoleProgress": "false", **(conf or {})}
+        spark_conf = SparkConf().setMaster(master).setAppName(app_name)
+        for key, value in settings.items():
+            spark_conf = spark_conf.set(key, str(value))
+        self.master = master
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per closed gateway connection
+        started = time.monotonic()
+        try:
+            self._sc = SparkContext.getOrCreate(spark_conf)
+        except Exception as e:
+            raise SparkError(f"cannot start Spark with master {master!r}: {e}") from e
+        self._sc.setLogLevel(settings.get("spark.log.level", QUIET_LOG_LEVEL))
+        log.info("Spark context up (master %s) in %.1f s", master, time.monotonic() - started)
+
+    @property
+    def context(self) -> Any:
+        return self._sc
+
+    def sql(self) -> Any:
+        """The SparkSession over this context (for the batch jobs that read tables)."""
+        return SparkSession(self._sc)
+
+    def executor_count(self) -> int:
+        """Executors registered now (local mode has one, the driver)."""
+        return int(self._sc._jsc.sc().getExecutorIds().size()) or 1
+
+    def slots(self) -> int:
+        """Tasks Spark runs at once now (its default parallelism: the cores of the registered executors)."""
+        return int(self._sc.defaultParallelism)
+
+    def await_executors(self, count: int, timeout_s: float = 120.0) -> None:
+        """Waits until `count` executors registered (a cluster master starts them after the context)."""
+        if self.master.startswith("local["):
+            return
+        deadline = time.monotonic() + timeout_s
+        while self.executor_count() < count:
+            if time.monotonic() > deadline:
+                raise SparkError(
+                    f"only {self.executor_count()} of {count} Spark executors registered within "
+                    f"{timeout_s:.0f} s (master {self.master}); check the cluster's workers"
+                )
+            time.sleep(0.2)
+
+    def warm_up(self, workers: int) -> None:
+        """Starts `workers` Python workers with the container runtime imported: Spark reuses idle workers,
+        so the containers' tasks start at once instead of forking and importing first (a second or so)."""
+        self._sc.setJobGroup("samsa-warm-up", "start Python workers for Samsa's containers")
+        try:
+            self._sc.parallelize(range(workers), workers).foreach(_import_container_runtime)
+        except Exception as e:
+            raise SparkError(f"Spark cannot run Python tasks: {_spark_failure(e)}") from e
+
+    # -- long-running single-task jobs -------------------------------------------------------------
+    def run_task(
+        self,
+        group: str,
+        description: str,
+        func: Callable[[Any], Any],
+        payload: Any,
+        preferred: Sequence[str] = (),
+    ) -> Any:
+        """Runs `func(payload)` as the one task of a new Spark job under job group `group` and returns its
+        result; blocks until it ends, raising SparkError when the task (or its executor) failed."""
+        self._sc.setJobGroup(group, description, interruptOnCancel=True)
+        rdd = self._one_element(payload, preferred)
+
+        def run(items: Iterable[Any]) -> Iterator[Any]:
+            for item in items:
+                yield func(item)
+
+        try:
+            results = rdd.mapPartitions(run).collect()
+        except Exception as e:
+            raise SparkError(_spark_failure(e)) from e
+        return results[0] if results else None
+
+    def _one_element(self, payload: Any, preferred: Sequence[str]) -> Any:
+        if not preferred:
+            return self._sc.parallelize([payload], 1)
+        # PySpark has no public way to give an RDD element a preferred location; SparkContext.makeRDD
+        # (Scala) has, so the element goes in pickled and Python reads it back with the same serializer.
+        jvm: Any = self._sc._jvm
+        convert = jvm.scala.jdk.javaapi.CollectionConverters
+        locations = jvm.java.util.ArrayList()
+        for location in preferred:
+            locations.add(location)
+        element = jvm.scala.Tuple2(bytearray(pickle.dumps(payload)), convert.asScala(locations).toSeq())
+        elements = jvm.java.util.ArrayList()
+        elements.add(element)
+        tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("[B"))
+        java_rdd = self._sc._jsc.sc().makeRDD(convert.asScala(elements).toSeq(), tag).toJavaRDD()
+        return RDD(java_rdd, self._sc, CPickleSerializer())
+
+    def cancel(self, group: str) -> None:
+        """Cancels the group's jobs: Spark kills their Python workers (no `finally` runs)."""
+        self._sc.cancelJobGroup(group)
+
+    def place_of(self, stage_id: int, task_attempt_id: int) -> TaskPlace | None:
+        """The executor a task attempt ran on, from the driver's status store (None when not known yet)."""
+        with contextlib.suppress(Exception):  # the status store is Spark-internal: best effort
+            tasks = self._sc._jsc.sc().statusStore().taskList(stage_id, 0, 100).iterator()
+            while tasks.hasNext():
+                task = tasks.next()
+                if int(task.taskId()) == task_attempt_id:
+                    return TaskPlace(str(task.executorId()), str(task.host()))
+        return None
+
+    def stop(self) -> None:
+        self._sc.stop()
+
+
+def _import_container_runtime(_: object) -> None:
+    import samsa.deploy.spark_task  # noqa: F401  (imported for its import cost, paid here once per worker)
+
+
+def _spark_failure(e: Exception) -> str:
+    """The useful part of a Py4J/Spark job failure: its first lines, without the JVM stack."""
+    text = str(e)
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("at ")]
+    return "\n".join(lines[:12]) or type(e).__name__
+
+
+# -- batch: state bootstrap ------------------------------------------------------------------------------
+# How often the driver looks for partitions that completed, for the progress lines.
+_PROGRESS_POLL_S = 0.2
+
+
+def batch_spark(job: JobConfig, app_name: str) -> Spark:
+    """A Spark for a batch job of `job`: `deploy.spark.master` (default `local[*]`: every core of this
+    machine) and the `deploy.spark.conf.*` keys."""
+    # Spark may retry a batch task (the containers' no-retry default is for long-running ones).
+    conf = {**spark_conf(job), "spark.task.maxFailures": job.spark_conf.get("spark.task.maxFailures", "4")}
+    return Spark(app_name, job.spark_master or "local[*]", conf)
+
+
+def run_bootstrap(
+    spark: Spark, plan: BootstrapPlan, on_done: Callable[[PartitionResult], None]
+) -> list[PartitionResult]:
+    """The batch job of a state bootstrap: read the dataset, serialize and place each row as Kafka would
+    (`partition_for` of the serialized key), sort each task partition by key and have `write_partition`
+    write it; `on_done` is called as each partition completes.
+
+    With pyarrow, rows reach Python as Arrow batches (columns, not pickled rows) and the shuffle and sort
+    run in the JVM on the serialized bytes; without it, on RDDs of Python rows (slower, same result).
+    """
+    import threading
+
+    from samsa.deploy.bootstrap import PartitionResult, read_done
+
+    frame = _read_dataset(spark, plan)
+    columns = list(frame.columns)
+    if plan.key_column not in columns:
+        raise BootstrapError(
+            f"{plan.source}: no key column {plan.key_column!r} (columns: {', '.join(columns)})"
+        )
+    missing = [c for c in plan.value_columns if c not in columns]
+    if missing:
+        raise BootstrapError(
+            f"{plan.source}: no column(s) {', '.join(missing)} (columns: {', '.join(columns)})"
+        )
+    values = list(plan.value_columns) or [c for c in columns if c != plan.key_column]
+    plan = plan.with_columns(values, single=len(plan.value_columns) == 1)
+    frame = frame.select(*[f"`{c}`" for c in (plan.key_column, *values)])
+    cores = spark.context.defaultParallelism
+    if frame.rdd.getNumPartitions() < cores:  # one file reads as one partition: spread the Python work
+        frame = frame.repartition(cores)
+    job = _arrow_job(frame, plan) if _arrow() is not None else _rdd_job(frame, plan)
+    outcome: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            outcome["results"] = job()
+        except Exception as e:
+            outcome["error"] = e
+
+    spark.context.setJobGroup(f"bootstrap-{plan.store}", f"samsa state bootstrap of store {plan.store}")
+    worker = threading.Thread(target=collect, name="bootstrap-job", daemon=True)
+    worker.start()
+    seen: set[int] = set()
+    while worker.is_alive():
+        worker.join(_PROGRESS_POLL_S)
+        for result in read_done(plan, seen):
+            on_done(result)
+    if "error" in outcome:
+        raise _bootstrap_failure(outcome["error"])
+    written = {r.partition: r for r in outcome["results"]}
+    results = [written.get(p) or PartitionResult(p, 0, 0, 0.0, None, 0) for p in range(plan.partitions)]
+    for result in results:
+        if result.partition not in seen:
+            on_done(result)
+    return results
+
+
+def _rdd_job(frame: Any, plan: BootstrapPlan) -> Callable[[], list[PartitionResult]]:
+    """Rows as Python objects: encoded, placed and sorted by PySpark (one Spark partition a task)."""
+    from samsa.deploy.bootstrap import key_partitioner, row_encoder, write_partition
+
+    def encode(rows: Iterable[Any]) -> Iterator[tuple[bytes, bytes]]:
+        return map(row_encoder(plan), rows)
+
+    def write(index: int, entries: Iterator[tuple[bytes, bytes]]) -> Iterator[PartitionResult]:
+        yield write_partition(plan, index, entries)
+
+    placed = frame.rdd.mapPartitions(encode).repartitionAndSortWithinPartitions(
+        plan.partitions, key_partitioner(plan.partitions)
+    )
+    return lambda: list(placed.mapPartitionsWithIndex(write).collect())
+
+
+def _arrow_job(frame: Any, plan: BootstrapPlan) -> Callable[[], list[PartitionResult]]:
+    """Arrow batches: Python encodes each batch's columns and computes the keys' partitions; the JVM
+    shuffles (slot, key, value) rows by slot and sorts them by (slot, key), bytewise as RocksDB; Python
+    writes each task partition's sorted rows into its SST file."""
+    from samsa.deploy.bootstrap import PartitionResult
+
+    slots = _slots(plan.partitions)
+    placed = (
+        _map_in_arrow(frame, _arrow_encoder(plan, slots), "slot int, key binary, value binary")
+        .repartition(plan.partitions, "slot")
+        .sortWithinPartitions("slot", "key")
+    )
+    written = _map_in_arrow(placed, _arrow_writer(plan, slots), "result string")
+    return lambda: [PartitionResult(**json.loads(row[0])) for row in written.collect()]
+
+
+def _arrow_encoder(plan: BootstrapPlan, slots: list[int]) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    def encode(batches: Iterable[Any]) -> Iterator[Any]:
+        from samsa.deploy.bootstrap import column_encoders, key_partitions, row_encoder
+
+        pa = _arrow()
+        encoders = column_encoders(plan)
+        for batch in batches:
+            key_column, value_columns = batch.column(0), batch.columns[1:]
+            try:
+                keys = _binary(pa, key_column, encoders.key_raw)
+                if keys is None:
+                    keys = pa.array(encoders.key(key_column.to_pylist()), pa.binary())
+                values = _binary(pa, value_columns[0], encoders.value_raw)
+                if values is None:
+                    values = pa.array(encoders.value([c.to_pylist() for c in value_columns]), pa.binary())
+            except Exception:
+                rows = zip(*(c.to_pylist() for c in batch.columns), strict=True)
+                for _ in map(row_encoder(plan), rows):  # raises the first bad row's BootstrapError
+                    pass
+                raise
+            placed = [slots[p] for p in key_partitions(keys.to_pylist(), plan.partitions)]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(placed, pa.int32()), keys, values], names=["slot", "key", "value"]
+            )
+
+    return encode
+
+
+def _arrow_writer(plan: BootstrapPlan, slots: list[int]) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    def write(batches: Iterable[Any]) -> Iterator[Any]:
+        from samsa.deploy.bootstrap import write_partitions
+
+        pa = _arrow()
+        partition_of = {slot: p for p, slot in enumerate(slots)}
+
+        def chunks() -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                placed = batch.column(0).to_pylist()  # ascending: the rows are sorted by slot
+                keys, values = batch.column(1).to_pylist(), batch.column(2).to_pylist()
+                start = 0
+                while start < len(placed):
+                    end = bisect.bisect_right(placed, placed[start], start)
+                    yield partition_of[placed[start]], keys[start:end], values[start:end]
+                    start = end
+
+        texts = [json.dumps(asdict(r)) for r in write_partitions(plan, chunks())]
+        yield pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], names=["result"])
+
+    return write
+
+
+def _binary(pa: Any, column: Any, raw: str | None) -> Any:
+    """The column's own buffers as the serde's bytes (see `ColumnEncoders`), or None."""
+    if raw is None or column.null_count:
+        return None
+    kind = column.type
+    if raw == "utf8" and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return column.cast(pa.binary())
+    if raw == "bytes" and (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+        return column.cast(pa.binary())
+    return None
+
+
+def _arrow() -> Any:
+    """pyarrow, or None where it is not installed."""
+    try:
+        return importlib.import_module("pyarrow")
+    except ImportError:
+        return None
+
+
+def _map_in_arrow(frame: Any, func: Callable[[Iterable[Any]], Iterator[Any]], schema: str) -> Any:
+    """`frame.mapInArrow(func, schema)`; pyspark asks for pandas there though Arrow batches need only
+    pyarrow, so without pandas the same plan is built from its parts."""
+    try:
+        return frame.mapInArrow(func, schema)
+    except ImportError:
+        from pyspark.sql import DataFrame
+        from pyspark.sql.udf import _create_udf
+        from pyspark.util import PythonEvalType
+
+        udf = _create_udf(func, returnType=schema, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+        column = udf(*[frame[c] for c in frame.columns])
+        return DataFrame(frame._jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
+
+
+def _slots(partitions: int) -> list[int]:
+    """For each task partition, an int that Spark's hash partitioning (Murmur3 of the int, seed 42, modulo
+    the partition count) sends to the Spark partition of that number: one task partition a Spark task.
+    Only the balance depends on it; the writer splits its rows by slot whatever it receives."""
+    slots: dict[int, int] = {}
+    candidate = 0
+    while len(slots) < partitions and candidate < 1000 * partitions:
+        slots.setdefault(_murmur3_int(candidate) % partitions, candidate)
+        candidate += 1
+    return [slots.get(p, -1 - p) for p in range(partitions)]
+
+
+def _murmur3_int(value: int) -> int:
+    """Spark's `Murmur3_x86_32.hashInt(value, 42)`, as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k = (rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593) & mask
+    h = (rotl(42 ^ k, 13) * 5 + 0xE6546B64) & mask
+    h ^= 4
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def _read_dataset(spark: Spark, plan: BootstrapPlan) -> Any:
+    reader = spark.sql().read.format(plan.format)
+    if plan.format == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    try:
+        return reader.load(plan.source)
+    except Exception as e:
+        raise BootstrapError(f"cannot read {plan.source} as {plan.format}: {_spark_failure(e)}") from e
+
+
+def _bootstrap_failure(e: Exception) -> Exception:
+    """A bad row's BootstrapError, as raised on the executor; else the Spark failure."""
+    text = str(e)
+    marker = "BootstrapError: "
+    at = text.find(marker)
+    if at >= 0:
+        return BootstrapError(text[at + len(marker) :].splitlines()[0])
+    return SparkError(f"the state bootstrap's Spark job failed: {_spark_failure(e)}")

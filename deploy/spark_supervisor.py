@@ -1,0 +1,240 @@
+"""The Spark deployment's driver: coordinator, one Spark job per container, restarts and clean stops."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from samsa.deploy.control import ControlServer, new_secret
+from samsa.deploy.exceptions import SparkError
+from samsa.deploy.restarts import RESTART_WINDOW_S, RestartBudget
+from samsa.deploy.spark import Spark, TaskPlace, default_master, spark_conf
+from samsa.deploy.spark_task import ContainerLaunch, ContainerOutcome, run_container
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import JobCoordinator
+from samsa.runtime.job_model import JobModel
+
+log = logging.getLogger(__name__)
+
+# Beyond task.shutdown.ms, how long the driver waits for Spark to report the stopped tasks' jobs as ended.
+_JOB_END_SLACK_S = 10.0
+
+
+@dataclass
+class _Slot:
+    """One container under the driver: its restart budget, where it last ran, how it ended."""
+
+    container_id: str
+    budget: RestartBudget
+    place: TaskPlace | None = None
+    starts: int = 0
+    outcome: ContainerOutcome | None = None
+    error: str | None = None
+    thread: threading.Thread | None = field(default=None, repr=False)
+
+
+def driver_host(conf: dict[str, str], master: str) -> str:
+    """The address executors reach the driver's control server at (where Spark itself reaches it)."""
+    if "spark.driver.host" in conf:
+        return conf["spark.driver.host"]
+    if master.startswith("local"):
+        return "127.0.0.1"
+    return socket.gethostbyname(socket.gethostname())
+
+
+class SparkSupervisor:
+    """Runs every container of a job as a long-running Spark task and restarts failed ones."""
+
+    def __init__(
+        self,
+        job: JobConfig,
+        until_caught_up: bool = False,
+        spark: Spark | None = None,
+        log_level: int = logging.INFO,
+    ) -> None:
+        self.job = job
+        self.until_caught_up = until_caught_up
+        self._spark = spark
+        self._log_level = log_level
+        self._stopping = False
+        self._halt = threading.Event()
+        self._secret = new_secret()
+        self._slots: list[_Slot] = []
+        self.control: ControlServer | None = None
+        self.failed = False
+        self.model: JobModel | None = None
+
+    def stop(self) -> None:
+        """Graceful stop of every container (signal-handler safe: only sets a flag the driver loop reads)."""
+        self._stopping = True
+
+    @property
+    def slots(self) -> list[_Slot]:
+        return list(self._slots)
+
+    def run(self) -> int:
+        """Runs until every container ended or a stop; returns an exit code (1: a container failed)."""
+        self.model = model = JobCoordinator(self.job).prepare()
+        master = self.job.spark_master or default_master(len(model.containers))
+        conf = spark_conf(self.job)
+        owned = self._spark is None
+        spark = self._spark or Spark(f"samsa-{self.job.job_key}", master, conf)
+        self.control = control = ControlServer(self._secret, host=driver_host(conf, master))
+        control.start()
+        try:
+            spark.await_executors(1)
+            spark.warm_up(min(len(model.containers), spark.slots()))
+            if spark.slots() < len(model.containers):
+                log.warning(
+                    "Spark offers %d task slot(s) for %d containers: the others wait for a slot; give the "
+                    "cluster more cores or set deploy.spark.master",
+                    spark.slots(),
+                    len(model.containers),
+                )
+            self._slots = [_Slot(c.id, RestartBudget(self.job.spark_max_restarts)) for c in model.containers]
+            for slot in self._slots:
+                slot.thread = threading.Thread(
+                    target=self._supervise,
+                    args=(spark, slot),
+                    name=f"container-{slot.container_id}",
+                    daemon=True,
+                )
+                slot.thread.start()
+            log.info(
+                "job %s on Spark (%s): %d container(s), control channel %s:%d",
+                self.job.job_key,
+                master,
+                len(self._slots),
+                *control.address,
+            )
+            while not self._stopping and any(s.thread and s.thread.is_alive() for s in self._slots):
+                time.sleep(0.1)
+            self._stop_all(spark)
+        finally:
+            control.close()
+            if owned:
+                spark.stop()
+        return 1 if self.failed else 0
+
+    def _launch(self, slot: _Slot) -> ContainerLaunch:
+        assert self.control is not None and self.model is not None
+        return ContainerLaunch(
+            container_id=slot.container_id,
+            config=dict(self.job.config.items()),
+            model_json=self.model.to_json(),
+            control_address=self.control.address,
+            secret=self._secret,
+            until_caught_up=self.until_caught_up,
+            log_level=self._log_level,
+            sys_path=[p for p in sys.path if p],
+        )
+
+    def _group(self, slot: _Slot) -> str:
+        return f"samsa-{self.job.job_key}-container-{slot.container_id}"
+
+    def _supervise(self, spark: Spark, slot: _Slot) -> None:
+        """A driver thread: submits the container's Spark job, and again after a failure, until it ends."""
+        while not self._stopping:
+            preferred = [slot.place.location] if slot.place else []
+            slot.starts += 1
+            try:
+                slot.outcome = spark.run_task(
+                    self._group(slot),
+                    f"Samsa container {slot.container_id} of job {self.job.job_key}",
+                    run_container,
+                    self._launch(slot),
+                    preferred,
+                )
+                self._note_place(spark, slot)
+                log.info("container %s ended (epoch %d)", slot.container_id, slot.outcome.epoch)
+                return
+            except SparkError as e:
+                self._note_place(spark, slot)
+                slot.error = self._last_error(slot, e)
+                if self._stopping:
+                    # A failure while stopping may have cost the final commit: the job did not end cleanly.
+                    log.error("container %s failed while stopping: %s", slot.container_id, slot.error)
+                    self.failed = True
+                    return
+            delay = slot.budget.next_delay(time.monotonic())
+            if delay is None:
+                log.error(
+                    "container %s failed %d times in %d s (deploy.spark.max.restarts=%d); stopping the job. "
+                    "Its last error: %s",
+                    slot.container_id,
+                    slot.budget.recent(time.monotonic()) + 1,
+                    int(RESTART_WINDOW_S),
+                    self.job.spark_max_restarts,
+                    slot.error,
+                )
+                self.failed = True
+                self._stopping = True
+                return
+            log.warning(
+                "container %s failed (%s); restarting it in %.1f s%s",
+                slot.container_id,
+                slot.error,
+                delay,
+                f" on {slot.place.location}" if slot.place else "",
+            )
+            self._halt.wait(delay)
+
+    def _last_error(self, slot: _Slot, error: SparkError) -> str:
+        """The container's own last words when it sent them (an exception), else Spark's (a crash)."""
+        assert self.control is not None
+        report = self.control.reports().get(slot.container_id)
+        if report is not None and report.state == "failed" and report.detail:
+            return report.detail
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+    def _note_place(self, spark: Spark, slot: _Slot) -> None:
+        """Remembers the executor the container's last attempt ran on, to ask for it at the next start."""
+        assert self.control is not None
+        report = self.control.reports().get(slot.container_id)
+        if report is None or "task_attempt_id" not in report.info:
+            return
+        place = spark.place_of(int(report.info["stage_id"]), int(report.info["task_attempt_id"]))
+        if place is not None and place != slot.place:
+            log.info("container %s ran on executor %s (%s)", slot.container_id, place.executor_id, place.host)
+            slot.place = place
+
+    def _stop_all(self, spark: Spark) -> None:
+        """STOP to every container, then waits (bounded) for their jobs to end; cancels the stragglers."""
+        assert self.control is not None
+        self._stopping = True
+        self._halt.set()
+        self.control.request_stop()
+        deadline = time.monotonic() + self.job.shutdown_ms / 1000 + _JOB_END_SLACK_S
+        for slot in self._slots:
+            if slot.thread is not None:
+                slot.thread.join(max(0.0, deadline - time.monotonic()))
+        for slot in self._slots:
+            if slot.thread is not None and slot.thread.is_alive():
+                log.error(
+                    "container %s did not stop within task.shutdown.ms=%d; cancelling its Spark job",
+                    slot.container_id,
+                    self.job.shutdown_ms,
+                )
+                spark.cancel(self._group(slot))
+                self.failed = True
+        for slot in self._slots:
+            if slot.thread is not None:
+                slot.thread.join(_JOB_END_SLACK_S)
+
+
+def run_spark(
+    job: JobConfig, until_caught_up: bool, install_stop: Callable[[Callable[[], None]], None]
+) -> int:
+    """`samsa run --deploy spark`: the driver in this process; `install_stop(stop)` wires the signals."""
+    supervisor = SparkSupervisor(job, until_caught_up, log_level=logging.getLogger().level or logging.INFO)
+    install_stop(supervisor.stop)
+    try:
+        return supervisor.run()
+    except SparkError as e:
+        log.error("%s", e)
+        return 1

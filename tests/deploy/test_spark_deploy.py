@@ -1,0 +1,198 @@
+"""The Spark deployment on real Spark (local mode, one context for the module) and the real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from background import MINIMAL_JOB, Background, wait_for
+from count_job import WORDS, count_job, final_counts, run_cli
+
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.deploy.spark import Spark
+from samsa.deploy.spark_supervisor import SparkSupervisor, spark_conf
+from samsa.kafka import KafkaConsumer
+from samsa.runtime.config.config import Config
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import client_config
+
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Spark]:
+    """One Spark context for the module (a start costs seconds): a slot per container of every test."""
+    handle = Spark("samsa-test-deploy", f"local[{SLOTS},1]", spark_conf(JobConfig(Config(MINIMAL_JOB))))
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def changelog(kafka_admin, topics) -> Iterator[str]:
+    """A changelog topic name: the job creates the topic (compacted, as it needs it); deleted afterwards."""
+    name = f"{topics(1)}-changelog"
+    yield name
+    kafka_admin.delete_topics([name])
+
+
+def _words(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    return [(WORDS[(i * 7 + seed) % len(WORDS)], "1") for i in range(n)]
+
+
+def _checkpointed(job: JobConfig) -> dict[tuple[str, int], int]:
+    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
+    return {(s.stream, s.partition): o for cp in manager.read_last().values() for s, o in cp.offsets.items()}
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
+    with KafkaConsumer({"bootstrap.servers": bootstrap}) as consumer:
+        return {(topic, p): consumer.watermarks((topic, p))[1] for p in range(partitions)}
+
+
+def _running(supervisor: SparkSupervisor, count: int, min_epoch: int = 1) -> Callable[[], bool]:
+    def check() -> bool:
+        if supervisor.control is None:
+            return False
+        reports = supervisor.control.reports()
+        running = [r for r in reports.values() if r.state == "running" and r.epoch >= min_epoch]
+        return len(running) >= count
+
+    return check
+
+
+@pytest.mark.parametrize("deploy", ["local", "spark"])
+def test_word_count_is_exact_and_the_same_on_spark_as_locally(
+    deploy, spark, job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env, changelog
+):
+    words, out = topics(4), topics(1)
+    config = count_job(
+        job_config,
+        words,
+        out,
+        **{"job.container.count": "2", "stores.counts.changelog": f"kafka.{changelog}", "job.deploy": deploy},
+    )
+    records = _words(400)
+    produce(words, records)
+    if deploy == "local":
+        job_file = tmp_path / "job.yaml"
+        job_file.write_text(json.dumps(config))
+        result = run_cli(job_file, subprocess_env)
+        assert result.returncode == 0, result.stderr[-3000:]
+    else:
+        supervisor = SparkSupervisor(JobConfig(Config(config)), until_caught_up=True, spark=spark)
+        assert supervisor.run() == 0
+        assert [s.starts for s in supervisor.slots] == [1, 1]
+    assert final_counts(read_topic(out)) == dict(Counter(k for k, _ in records))
+
+
+def test_kill_9_of_a_container_worker_restarts_it_and_sigterm_like_stop_commits_everything(
+    spark, job_config, topics, produce, read_topic, kafka_bootstrap, changelog
+):
+    words, out = topics(4), topics(1)
+    config = count_job(
+        job_config,
+        words,
+        out,
+        **{
+            "job.container.count": "2",
+            "stores.counts.changelog": f"kafka.{changelog}",
+            "task.commit.ms": "300",
+            "deploy.spark.heartbeat.timeout.ms": "5000",
+        },
+    )
+    job = JobConfig(Config(config))
+    supervisor = SparkSupervisor(job, spark=spark)
+    run = Background(supervisor.run)
+    try:
+        wait_for(_running(supervisor, 2), 60, "two running containers")
+        first = _words(300)
+        produce(words, first)
+        wait_for(lambda: len(read_topic(out)) >= 150, 60, "first outputs")
+        assert supervisor.control is not None
+        victim = supervisor.control.reports()["0"]
+        os.kill(victim.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_for(
+            lambda: (
+                supervisor.control is not None
+                and supervisor.control.reports()["0"].epoch > victim.epoch
+                and supervisor.control.reports()["0"].state == "running"
+            ),
+            30,
+            "container 0 running again under a new epoch",
+        )
+        restarted_in = time.monotonic() - killed_at
+        second = _words(200, seed=3)
+        produce(words, second)
+        truth = dict(Counter(k for k, _ in first + second))
+        wait_for(lambda: final_counts(read_topic(out)) == truth, 60, "exact counts after the restart")
+    finally:
+        supervisor.stop()
+        run.join(60)
+    assert run.error is None and run.result == 0
+    assert restarted_in < 15, f"restart took {restarted_in:.1f} s"
+    assert supervisor.slots[0].starts == 2 and supervisor.slots[1].starts == 1
+    # The graceful stop committed all it processed: each input partition's checkpoint is at its end.
+    assert _checkpointed(job) == _ends(kafka_bootstrap, words, 4)
+
+
+def test_a_container_failing_past_max_restarts_fails_the_job_with_its_last_error(
+    spark, job_config, topics, produce
+):
+    words, out = topics(1), topics(1)
+    config = job_config(
+        f"kafka.{words}",
+        out,
+        task="samsa_test_tasks:FailingTask",
+        **{"deploy.spark.max.restarts": "1", "task.commit.ms": "300"},
+    )
+    produce(words, [("k", "boom")])
+    supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
+    started = time.monotonic()
+    assert supervisor.run() == 1
+    assert time.monotonic() - started < 60
+    slot = supervisor.slots[0]
+    assert slot.starts == 2  # the first run and one restart
+    assert slot.error is not None and "boom" in slot.error
+
+
+def test_sigterm_on_the_driver_stops_every_container_with_a_final_commit(
+    job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env, kafka_bootstrap
+):
+    words, out = topics(2), topics(1)
+    config = count_job(job_config, words, out, **{"job.container.count": "2", "task.commit.ms": "60000"})
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    produce(words, _words(200))
+    log = (tmp_path / "driver.log").open("w")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli", "run", "--deploy", "spark", str(job_file)],
+        env=subprocess_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(
+            lambda: (tmp_path / "driver.log").read_text().count("running tasks") >= 2, 120, "two containers"
+        )
+        wait_for(lambda: len(read_topic(out)) == 200, 60, "every word counted")
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=90) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        log.close()
+    text = (tmp_path / "driver.log").read_text()
+    assert "[container-0]" in text and "[container-1]" in text
+    assert "asked it to stop" in text
+    # task.commit.ms is a minute: only the stop's own commit can have checkpointed the inputs' ends.
+    assert _checkpointed(job) == _ends(kafka_bootstrap, words, 2)
