@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -17,6 +17,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from samsa.kafka.config import LIBRDKAFKA_LOG, rejected_setting
 from samsa.kafka.exceptions import KafkaSystemError, TopicMismatchError, TopicNotFoundError
+from samsa.kafka.inmemory import InMemoryAdminClient, is_inmemory
 
 # New topics can take a moment to show in every broker's metadata on a real cluster.
 _METADATA_POLL_S = 0.1
@@ -40,7 +41,11 @@ class KafkaAdmin:
         conf = dict(config)
         conf.setdefault("logger", LIBRDKAFKA_LOG)
         try:
-            self._admin = AdminClient(conf)
+            if is_inmemory(conf.get("bootstrap.servers")):
+                # The in-memory client implements the part of AdminClient's API called here.
+                self._admin = cast(AdminClient, InMemoryAdminClient(conf))
+            else:
+                self._admin = AdminClient(conf)
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
 

@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition as _CTopicPartition
 
 from samsa.kafka.config import CONSUMER_DEFAULTS, LIBRDKAFKA_LOG, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError
+from samsa.kafka.inmemory import InMemoryConsumer, is_inmemory
 from samsa.kafka.message import OFFSET_END, RawMessage, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,11 @@ class KafkaConsumer:
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._fatal: KafkaSystemError | None = None
         try:
-            self._consumer = Consumer(conf)
+            if is_inmemory(conf.get("bootstrap.servers")):
+                # The in-memory client implements the part of Consumer's API called here.
+                self._consumer = cast(Consumer, InMemoryConsumer(conf))
+            else:
+                self._consumer = Consumer(conf)
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
         self._closed = False

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
+from samsa.kafka.inmemory import InMemoryProducer, is_inmemory
 from samsa.kafka.message import Headers
 
 # Serve delivery reports this often even if the caller never polls, so failures surface early.
@@ -39,7 +40,11 @@ class KafkaProducer:
         self._failed_deliveries = 0
         self._sends = 0
         try:
-            self._producer = Producer(conf)
+            if is_inmemory(conf.get("bootstrap.servers")):
+                # The in-memory client implements the part of Producer's API called here.
+                self._producer = cast(Producer, InMemoryProducer(conf))
+            else:
+                self._producer = Producer(conf)
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
         self._produce = self._producer.produce

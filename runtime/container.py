@@ -7,7 +7,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.exceptions import CheckpointFencedError
+from samsa.checkpoint.faults import SimulatedCrash
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
@@ -29,7 +33,7 @@ from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, cli
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.runtime.prometheus import PrometheusServer
-from samsa.runtime.run_loop import PartitionBuffer, RunLoop
+from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
 from samsa.serde.base import explain
@@ -55,8 +59,25 @@ def pid_dir(job: JobConfig) -> Path:
     return job.non_logged_store_dir / job.job_key
 
 
+@dataclass(frozen=True)
+class ContainerHooks:
+    """What a test driver swaps in to step containers deterministically; the defaults are a normal run."""
+
+    #: Drives the commit and window timers and the commits' max delay.
+    clock: Callable[[], float] = time.monotonic
+    #: Runs the commits' async phases (default: a pool of commit threads).
+    executor: Executor | None = None
+    #: Picks the next ready partition in `RunLoop.step` (default: round-robin).
+    chooser: Chooser | None = None
+    #: Makes the container's producers from their client config (default: `KafkaProducer`).
+    producer_factory: Callable[[dict[str, Any]], KafkaProducer] | None = None
+
+
 class Container:
-    """Runs the tasks of one container model until stopped, caught up, or asked to shut down."""
+    """Runs the tasks of one container model until stopped, caught up, or asked to shut down.
+
+    `run()` is `start()`, `loop.run()`, `finish()`; a test driver calls `start()`, steps the loop, then
+    `finish()`, or `crash()` to kill the container in place."""
 
     def __init__(
         self,
@@ -64,8 +85,13 @@ class Container:
         model: ContainerModel,
         until_caught_up: bool = False,
         epoch: int | None = None,
+        hooks: ContainerHooks | None = None,
     ) -> None:
         self.job = job
+        self._hooks = hooks or ContainerHooks()
+        self._clock = self._hooks.clock
+        self._server: PrometheusServer | None = None
+        self._pid_file: Path | None = None
         self.model = model
         self.until_caught_up = until_caught_up
         #: This start's epoch from a supervising driver (Spark): checkpoints are then written in
@@ -143,6 +169,7 @@ class Container:
                 self.job.commit_ms,
                 self.job.window_ms,
             )
+            self._schedule_timers(ti)
             ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name)))
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
@@ -373,6 +400,15 @@ class Container:
                 ti.committed(time.perf_counter_ns() - start)
             else:
                 ti.commit_skipped()
+            if ti.commit_interval:
+                ti.next_commit = self._clock() + ti.commit_interval  # the container's clock, maybe virtual
+
+    def _schedule_timers(self, ti: TaskInstance) -> None:
+        now = self._clock()
+        if ti.commit_interval:
+            ti.next_commit = now + ti.commit_interval
+        if ti.window_interval:
+            ti.next_window = now + ti.window_interval
 
     # -- bad input --------------------------------------------------------------------------------
     def on_bad_message(self, buf: PartitionBuffer, msg: RawMessage, part: str, error: Exception) -> None:
@@ -418,17 +454,30 @@ class Container:
     # -- run --------------------------------------------------------------------------------------
     def run(self) -> bool:
         """Runs to a stop; returns True when it stopped because every input was caught up."""
-        kafka_systems = [name for name, s in self.job.systems.items() if s.factory == "kafka"]
-        pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
-        pid_file.parent.mkdir(parents=True, exist_ok=True)
-        pid_file.write_text(str(os.getpid()))
-        server = None
-        failed = False
-        try:
+        loop = self.start()
+        if loop is None:
+            return False
+        with self._released_on_failure():
+            loop.run()
+        return self.finish()
+
+    @property
+    def loop(self) -> RunLoop | None:
+        """The run loop, once `start` has built it (a driver steps it with `RunLoop.step`)."""
+        return self._loop
+
+    def start(self) -> RunLoop | None:
+        """Everything before the loop: clients, restore, tasks, the start-up commit. Returns the loop ready
+        to `run` or `step`, then `finish`; None when stopped while restoring (all released)."""
+        kafka_systems = [name for name, s in self.job.systems.items() if s.kafka_clients]
+        self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
+        self._pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self._pid_file.write_text(str(os.getpid()))
+        with self._released_on_failure():
             for system in kafka_systems:
-                self._producers[system] = KafkaProducer(client_config(self.job, system, "producer"))
+                self._producers[system] = self._new_producer(client_config(self.job, system, "producer"))
             # Checkpoint records go out from the commit threads on a producer of their own.
-            self._checkpoint_producer = KafkaProducer(self._checkpoint_client_config())
+            self._checkpoint_producer = self._new_producer(self._checkpoint_client_config())
             write_versions, read_versions = checkpoint_versions(self.job.config)
             self._checkpoints = checkpoint_manager(
                 self.job, self._checkpoint_producer, read_versions, self.epoch
@@ -441,7 +490,14 @@ class Container:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
             checkpoints = self._checkpoints.read_last()
             self._state = ContainerState(
-                self.job, self.model, self._serdes, self._producers, self._checkpoints, write_versions
+                self.job,
+                self.model,
+                self._serdes,
+                self._producers,
+                self._checkpoints,
+                write_versions,
+                executor=self._hooks.executor,
+                clock=self._clock,
             )
             self._adjunct_starts = self._prepare_adjunct_stores()
             self._phase = "restoring"
@@ -451,7 +507,9 @@ class Container:
                 if not self._stop_requested:
                     raise
                 log.info("stopped while restoring; nothing processed, nothing committed")
-                return False
+                self._bootstrapped()
+                self._release(failed=False)
+                return None
             self._build_tasks(checkpoints, storages)
             sources = self._buffers()
             # Before the assignment: once fetching, a watermark request waits behind the first large fetch.
@@ -466,8 +524,8 @@ class Container:
                 # Seal the restored state (and the changelog's undo records) before processing anything.
                 self.commit(self._tasks, wait=True)
             if self.job.prometheus_port is not None:
-                server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))
-                server.start()
+                self._server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))
+                self._server.start()
             self._loop = RunLoop(
                 sources,
                 self._tasks,
@@ -486,6 +544,8 @@ class Container:
                 poll_timer=self.registry.timer(
                     m.CONTAINER_POLL_SECONDS, "Time in consumer fetches", {"container": self.model.id}
                 ),
+                clock=self._clock,
+                chooser=self._hooks.chooser,
             )
             if self._stop_requested:
                 self._loop.stop()
@@ -494,7 +554,17 @@ class Container:
             if self._bootstrap_progress:
                 self._bootstrap_reporter = RestoreReporter(self._bootstrap_progress, what="bootstrapp")
                 self._bootstrap_reporter.__enter__()
-            self._loop.run()
+            return self._loop
+
+    def commit_all(self) -> None:
+        """Commits every task now and waits until it is durable (a test driver between its steps)."""
+        self.commit(self._tasks, wait=True, requested=True)
+
+    def finish(self) -> bool:
+        """After the loop: the final commit, the tasks' close, the clients' release. True when the loop
+        stopped because every input was caught up."""
+        assert self._loop is not None, "finish() follows a start() that returned the loop"
+        with self._released_on_failure():
             self._phase = "stopping"
             self._bootstrapped()
             if self._fenced is not None:
@@ -504,18 +574,76 @@ class Container:
                 )
             self.commit(self._tasks, wait=True)
             self._close_tasks()
-            return self._loop.caught_up
-        except BaseException:
-            failed = True
-            self._close_tasks(quietly=True)
+        self._bootstrapped()
+        self._release(failed=False)
+        return self._loop.caught_up
+
+    @contextmanager
+    def _released_on_failure(self) -> Iterator[None]:
+        """A simulated crash dies in place; any other failure closes the tasks and clients and goes up."""
+        try:
+            yield
+        except SimulatedCrash:
+            self.crash()
             raise
+        except BaseException:
+            self._fail()
+            raise
+
+    def _fail(self) -> None:
+        """A failure is on its way up: close the tasks and the clients quietly."""
+        try:
+            self._close_tasks(quietly=True)
         finally:
             self._bootstrapped()
-            self._release(server, pid_file, failed)
+            self._release(failed=True)
 
-    def _release(self, server: PrometheusServer | None, pid_file: Path, failed: bool) -> None:
+    def crash(self) -> None:
+        """Dies in place like kill -9 (for the deterministic scheduler; idempotent): no final commit, no
+        `close` of the tasks, no flush of store caches or producers. Queued commit work is dropped, sends
+        a test's producer still buffers are lost, and the stores' engines, consumers and producers are
+        released so that a new container of the same model can start in this process and restore."""
+        if self._phase == "crashed":
+            return
+        self._phase = "crashed"
+        self._stopping_for_crash()
+        self._tasks = []
+        if self._state is not None:
+            self._state.crash()
+        abandon = [getattr(p, "crash", None) for p in self._all_producers()]
+        closers: list[Callable[[], None]] = [a for a in abandon if a is not None]
+        closers += [c.close for c in self._consumers.values()]
+        closers += [partial(p.close, 0) for p in self._all_producers()]
+        if self._server is not None:
+            closers.append(self._server.stop)
+        for close in closers:
+            try:
+                close()
+            except Exception as e:
+                log.debug("while releasing a crashed container: %r", e)
+        if self._pid_file is not None:
+            self._pid_file.unlink(missing_ok=True)
+
+    def _stopping_for_crash(self) -> None:
+        self._stop_requested = True
+        if self._loop is not None:
+            self._loop.stop()
+        reporter, self._bootstrap_reporter = self._bootstrap_reporter, None
+        if reporter is not None:
+            reporter.__exit__(None, None, None)
+
+    def _all_producers(self) -> list[KafkaProducer]:
+        extra = [self._checkpoint_producer] if self._checkpoint_producer is not None else []
+        return [*self._producers.values(), *extra]
+
+    def _new_producer(self, config: dict[str, Any]) -> KafkaProducer:
+        factory = self._hooks.producer_factory
+        return factory(config) if factory is not None else KafkaProducer(config)
+
+    def _release(self, failed: bool) -> None:
         """Closes the clients. After a failure the cause is already on its way up: close quickly (outputs
         of processed messages still go out) and log, rather than raise, whatever else goes wrong."""
+        server, pid_file = self._server, self._pid_file
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
         closers += [c.close for c in self._consumers.values()]
@@ -535,7 +663,8 @@ class Container:
                     elif first is None:
                         first = e
         finally:
-            pid_file.unlink(missing_ok=True)
+            if pid_file is not None:
+                pid_file.unlink(missing_ok=True)
         if first is not None:
             raise first
 

@@ -28,7 +28,7 @@ def coordinator_topic(job: JobConfig) -> str:
 def client_config(job: JobConfig, system: str, role: str = "consumer") -> dict[str, Any]:
     """librdkafka settings of a system: bootstrap servers plus its `consumer.*` or `producer.*` keys."""
     settings = job.systems[system]
-    if settings.factory != "kafka":
+    if not settings.kafka_clients:
         raise ConfigError(f"systems.{system}.samza.factory={settings.factory} cannot host Kafka clients")
     passthrough = settings.consumer if role == "consumer" else settings.producer
     return {"bootstrap.servers": settings.bootstrap_servers, **passthrough}
@@ -119,7 +119,7 @@ class JobCoordinator:
     def check_client_settings(self) -> None:
         """Builds each system's consumer and producer once, so a bad librdkafka key fails naming its key."""
         for name, settings in self.job.systems.items():
-            if settings.factory != "kafka":
+            if not settings.kafka_clients:
                 continue
             for role, client in (("consumer", KafkaConsumer), ("producer", KafkaProducer)):
                 try:

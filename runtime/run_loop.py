@@ -34,6 +34,11 @@ PAUSE_ABOVE = 2 * FETCH_SIZE
 _SOLO_CHUNK = 256
 
 BadMessageHandler = Callable[["PartitionBuffer", RawMessage, str, Exception], None]
+#: Picks which of the ready partitions `RunLoop.step` processes next (an index into them).
+Chooser = Callable[[Sequence["PartitionBuffer"]], int]
+#: What one `RunLoop.step` did: ("timer", commit tasks, window tasks), ("fetch", messages), ("idle",), or
+#: ("process", task, "stream#partition", first offset, next offset).
+Step = tuple[Any, ...]
 
 
 class StoreWriter(Protocol):
@@ -113,7 +118,11 @@ class RunLoop:
         poll: Callable[[], None] = lambda: None,
         polled: Counter | None = None,
         poll_timer: Timer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        chooser: Chooser | None = None,
     ) -> None:
+        """`clock` drives the commit and window timers (a test's virtual clock); `chooser` picks the next
+        ready partition in `step` (default: round-robin, as `run` does)."""
         self._sources = sources
         self._tasks = list(tasks)
         self._commit = commit
@@ -132,6 +141,10 @@ class RunLoop:
         self._next_timer = 0.0
         self._buffered = 0  # messages fetched and not yet processed, over all partitions
         self._by_ssp = {buf.ssp: buf for _, routes in sources for buf in routes.values()}
+        self._clock = clock
+        self._chooser = chooser
+        self._begun = False
+        self._next_poll = 0.0
         self.caught_up = False
 
     def stop(self) -> None:
@@ -139,12 +152,18 @@ class RunLoop:
         self._stopping = True
 
     # -- the loop ---------------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Starts the bootstrap streams and the timers; `run` does it, a driver calling `step` first."""
+        if not self._begun:
+            self._begun = True
+            self._start_bootstrap()
+            self._reschedule()
+
     def run(self) -> None:
-        self._start_bootstrap()
+        self.begin()
         ready = self._ready
-        mono = time.monotonic
+        mono = self._clock
         next_poll = 0.0
-        self._reschedule()
         while not self._stopping:
             now = mono()
             if now >= self._next_timer:
@@ -166,19 +185,58 @@ class RunLoop:
                 next_poll = now + _POLL_INTERVAL_S
             buf = ready[0]
             self._process(buf, self._batch_size if len(ready) > 1 else max(self._batch_size, _SOLO_CHUNK))
-            if buf.pos >= len(buf.messages):
-                ready.popleft()
-                buf.messages = []
-                buf.pos = 0
-                if buf.paused:
-                    buf.consumer.resume([buf.tp])
-                    buf.paused = False
-            elif len(ready) > 1:
-                ready.rotate(-1)
-            if self._bootstrapping and buf.bootstrap:
-                self._check_bootstrap()  # a partition is done at its start-time watermark, buffered or not
-            if buf.task.coordinator.requested:
-                self._handle_requests(buf.task)
+            self._after_chunk(buf, 0, rotate=True)
+
+    def step(self) -> Step | None:
+        """One unit of `run`'s work for a driver that interleaves loops: the due timers, one fetch, or one
+        chunk of one ready partition (the chooser's). Never blocks. None once the loop is over (stopped,
+        or caught up when it runs until caught up)."""
+        self.begin()
+        if self._stopping:
+            return None
+        now = self._clock()
+        if now >= self._next_timer:
+            commits = tuple(t.name for t in self._tasks if t.next_commit <= now)
+            windows = tuple(t.name for t in self._tasks if t.next_window <= now)
+            self._fire_timers(now)
+            return ("timer", commits, windows)
+        ready = self._ready
+        if not ready or (now >= self._next_poll and self._buffered < TOP_UP_BELOW):
+            fetched = self._fetch(0)
+            self._next_poll = now + _POLL_INTERVAL_S
+            if not ready:
+                if self._bootstrapping:
+                    self._check_bootstrap()
+                if self._end_offsets is not None and self._is_caught_up():
+                    self.caught_up = True
+                    return None
+            if fetched or not ready:
+                return ("fetch", fetched) if fetched else ("idle",)
+        index = self._chooser(ready) if self._chooser is not None else 0
+        buf = ready[index]
+        first = buf.messages[buf.pos].offset()
+        self._process(buf, self._batch_size if len(ready) > 1 else max(self._batch_size, _SOLO_CHUNK))
+        done = (buf.task.name, f"{buf.ssp.stream}#{buf.ssp.partition}", first, buf.task.offsets[buf.ssp])
+        self._after_chunk(buf, index, rotate=self._chooser is None)
+        return ("process", *done)
+
+    def _after_chunk(self, buf: PartitionBuffer, index: int, rotate: bool) -> None:
+        """After a chunk of `ready[index]`: drop the drained buffer (resuming its partition) or move on
+        round-robin, then the bootstrap check and the task's commit/shutdown requests."""
+        ready = self._ready
+        if buf.pos >= len(buf.messages):
+            del ready[index]
+            buf.messages = []
+            buf.pos = 0
+            if buf.paused:
+                buf.consumer.resume([buf.tp])
+                buf.paused = False
+        elif rotate and len(ready) > 1:
+            ready.rotate(-1)
+        if self._bootstrapping and buf.bootstrap:
+            self._check_bootstrap()  # a partition is done at its start-time watermark, buffered or not
+        if buf.task.coordinator.requested:
+            self._handle_requests(buf.task)
 
     def _process(self, buf: PartitionBuffer, limit: int) -> None:
         """Processes up to `limit` messages of one partition: the hot path."""
@@ -196,7 +254,7 @@ class RunLoop:
         system, stream, partition = buf.ssp
         timer = ti.process_timer
         perf = time.perf_counter_ns
-        mono = time.monotonic
+        mono = self._clock
         next_timer = self._next_timer
         envelope = IncomingMessageEnvelope
         last = -1
@@ -315,7 +373,8 @@ class RunLoop:
         buf.task.processed.inc(len(chunk))
         return True
 
-    def _fetch(self, timeout: float) -> None:
+    def _fetch(self, timeout: float) -> int:
+        fetched = 0
         self._poll_producers()
         for consumer, routes in self._sources:
             start = time.perf_counter_ns()
@@ -324,6 +383,7 @@ class RunLoop:
             timeout = 0.0
             if not msgs:
                 continue
+            fetched += len(msgs)
             self._buffered += len(msgs)
             self._polled.inc(len(msgs))
             current: PartitionBuffer | None = None
@@ -346,6 +406,7 @@ class RunLoop:
                     to_pause.append(buf.tp)
             if to_pause:
                 consumer.pause(to_pause)
+        return fetched
 
     def _make_ready(self, buf: PartitionBuffer) -> None:
         if self._bootstrapping and not buf.bootstrap:
@@ -402,6 +463,8 @@ class RunLoop:
         for t in self._tasks:
             if t.next_window <= now:
                 t.window()
+                if t.window_interval:
+                    t.next_window = self._clock() + t.window_interval  # the loop's clock, maybe virtual
                 if t.coordinator.requested:
                     self._handle_requests(t)
         self._reschedule()

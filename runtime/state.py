@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
@@ -59,7 +60,7 @@ def changelog_system(job: JobConfig, logs: Mapping[str, SystemStream]) -> str | 
             f"stores.<s>.changelog: all changelogs must be on one system, found {sorted(systems)}"
         )
     for stream in logs.values():
-        if stream.system not in job.systems or job.systems[stream.system].factory != "kafka":
+        if stream.system not in job.systems or not job.systems[stream.system].kafka_clients:
             raise ConfigError(f"stores.<s>.changelog={stream}: define Kafka system {stream.system!r}")
     return next(iter(systems), None)
 
@@ -130,8 +131,13 @@ class ContainerState:
         producers: Mapping[str, KafkaProducer],
         checkpoints: KafkaCheckpointManager,
         write_versions: list[int],
+        executor: Executor | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`executor` runs the commits' async phases (default: a pool of commit threads); `clock` times
+        the commits' max delay (a test's virtual clock)."""
         self.job = job
+        self._clock = clock
         self._checkpoints = checkpoints
         self._write_versions = write_versions
         self._producers = producers
@@ -182,7 +188,7 @@ class ContainerState:
                 if job.config.value(f"stores.{store}.adstore.versioned")
             },
         )
-        self._pool = ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
+        self._pool: Executor = executor or ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
         self.commit_managers: dict[str, TaskCommitManager] = {}
 
     def start(
@@ -278,6 +284,7 @@ class ContainerState:
             executor=self._pool,
             max_delay_ms=self.job.config.value("task.commit.max.delay.ms"),
             timeout_ms=self.job.config.value("task.commit.timeout.ms"),
+            clock=self._clock,
         )
 
     def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
@@ -313,3 +320,22 @@ class ContainerState:
             self._changelog_factory.close()
         if self._blob_factory is not None:
             self._blob_factory.close()
+
+    def crash(self) -> None:
+        """Releases what a killed process would lose, without flushing or committing anything: queued
+        async phases are dropped (one already running on a pool thread cannot be stopped: it ends on its
+        own), the store caches are dropped unflushed, and every engine is closed so a new container in
+        this process can open the same RocksDB directories (what the engines wrote through the WAL stays,
+        as after kill -9)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        closers: list[Callable[[], None]] = [m.close for m in self.commit_managers.values()]
+        if self._changelog_factory is not None:
+            closers.append(self._changelog_factory.close)
+        if self._blob_factory is not None:
+            closers.append(self._blob_factory.close)
+        closers += [e.close for c in self.storage.contexts.values() for e in c.engines.values()]
+        for close in closers:
+            try:
+                close()
+            except Exception as e:
+                log.warning("while releasing a crashed container's state: %r", e)

@@ -18,12 +18,15 @@ TopicFactory = Callable[..., str]
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Anything that needs the broker is an integration test: `-m "not integration"` runs the fast layer.
     for item in items:
-        if "kafka_bootstrap" in getattr(item, "fixturenames", ()):
+        if "kafka_bootstrap" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or callspec.params.get("kafka_bootstrap", "kafka") == "kafka":
             item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def broker_bootstrap() -> Iterator[str]:
     """Bootstrap servers: $KAFKA_BOOTSTRAP when set, else an embedded noida-db broker for the session."""
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
@@ -31,6 +34,12 @@ def kafka_bootstrap() -> Iterator[str]:
         return
     with EmbeddedBroker() as broker:
         yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(broker_bootstrap: str) -> str:
+    """The broker's bootstrap servers (modules that import systems_fixtures also run on the in-memory one)."""
+    return broker_bootstrap
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,11 @@ class SystemSettings:
     consumer: dict[str, str]
     producer: dict[str, str]
 
+    @property
+    def kafka_clients(self) -> bool:
+        """Whether samsa.kafka's clients serve the system (Kafka, and the in-memory system behind them)."""
+        return self.factory in ("kafka", "inmemory")
+
 
 @dataclass(frozen=True)
 class StreamSettings:
@@ -166,15 +171,8 @@ class JobConfig:
                     f"{prefix}samza.factory is required: system {name!r} is used but not defined"
                 )
             factory = _SAMZA_SYSTEM_FACTORIES.get(factory, factory)
-            if factory != "kafka":
-                raise ConfigError(
-                    f"{prefix}samza.factory={factory} is not supported yet; use kafka"
-                    + (
-                        " (the in-memory system arrives with the broker-less test kit)"
-                        if factory == "inmemory"
-                        else ""
-                    )
-                )
+            if factory not in ("kafka", "inmemory"):
+                raise ConfigError(f"{prefix}samza.factory={factory} is not supported; use kafka or inmemory")
             bootstrap = self.config.value(f"{prefix}bootstrap.servers") or ""
             consumer = self.config.subset(f"{prefix}consumer.")
             producer = self.config.subset(f"{prefix}producer.")
@@ -182,6 +180,13 @@ class JobConfig:
                 bootstrap = consumer.get("bootstrap.servers") or producer.get("bootstrap.servers") or ""
             if factory == "kafka" and not bootstrap:
                 raise ConfigError(f"{prefix}bootstrap.servers is required for Kafka system {name!r}")
+            if factory == "inmemory":
+                bootstrap = bootstrap or f"inmemory://{name}"
+                if not bootstrap.startswith("inmemory:"):
+                    raise ConfigError(
+                        f"{prefix}bootstrap.servers={bootstrap}: in-memory system {name!r} takes "
+                        "inmemory://NAME (this process) or inmemory:///ABS/DIR (shared by processes), or none"
+                    )
             out[name] = SystemSettings(name, factory, bootstrap, consumer, producer)
         return out
 

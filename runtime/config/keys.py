@@ -5,7 +5,6 @@ from samsa.runtime.config.registry import Key, KeyRegistry
 _DURABLE = "durable state arrives with changelogs and state backends"
 _ADJUNCT = "adjunct data stores are not built yet"
 _EOS = "exactly-once processing is not built yet"
-_INMEMORY = "the in-memory system arrives with the broker-less test kit"
 
 KEYS = [
     # Job and tasks
@@ -147,9 +146,13 @@ KEYS = [
         "class",
         "The system's kind: kafka or inmemory.",
         choices=("kafka", "inmemory"),
-        values_not_yet={"inmemory": _INMEMORY},
     ),
-    Key("systems.<sys>.bootstrap.servers", "str", "Kafka host:port list of the system."),
+    Key(
+        "systems.<sys>.bootstrap.servers",
+        "str",
+        "Kafka host:port list of the system; for an inmemory system an inmemory:// URL "
+        "(default inmemory://<sys>).",
+    ),
     Key("systems.<sys>.consumer.*", "passthrough", "Passed to librdkafka's consumer as is."),
     Key("systems.<sys>.producer.*", "passthrough", "Passed to librdkafka's producer as is."),
     Key("systems.<sys>.samza.key.serde", "str", "Key serde of the system's streams.", default="bytes"),

@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import systems_fixtures
 from count_job import run_cli
 
 from samsa.stores.exceptions import ReadOnlyStoreError
+
+# Every test here runs on Kafka and on the in-memory system.
+kafka_bootstrap = systems_fixtures.kafka_bootstrap
+kafka_admin = systems_fixtures.kafka_admin
 
 
 def _cdc(op: str, cid: int, name: str | None, schema: bool = False) -> tuple[str, str | None]:

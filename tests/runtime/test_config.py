@@ -748,9 +748,19 @@ def test_samza_system_factory_class_names_are_the_built_in_systems() -> None:
     raw = job_dict(**{"systems.kafka.samza.factory": "org.apache.samza.system.kafka.KafkaSystemFactory"})
     assert JobConfig(Config(raw)).systems["kafka"].factory == "kafka"
     inmemory = "org.apache.samza.system.inmemory.InMemorySystemFactory"
-    raw = job_dict(**{"systems.kafka.samza.factory": inmemory})
-    with pytest.raises(ConfigError, match=r"systems\.kafka\.samza\.factory=inmemory is not supported yet"):
-        JobConfig(Config(raw))
+    raw = job_dict(**{"systems.kafka.samza.factory": inmemory, "systems.kafka.bootstrap.servers": ""})
+    assert JobConfig(Config(raw)).systems["kafka"].factory == "inmemory"
     raw = job_dict(**{"systems.kafka.samza.factory": "my.module:MySystemFactory"})
     with pytest.raises(ConfigError, match=r"systems\.kafka\.samza\.factory=my\.module:MySystemFactory"):
+        JobConfig(Config(raw))
+
+
+def test_an_inmemory_system_defaults_its_url_to_its_name_and_takes_only_inmemory_urls() -> None:
+    raw = job_dict(**{"systems.kafka.samza.factory": "inmemory", "systems.kafka.bootstrap.servers": ""})
+    system = JobConfig(Config(raw)).systems["kafka"]
+    assert (system.bootstrap_servers, system.kafka_clients) == ("inmemory://kafka", True)
+    raw["systems.kafka.bootstrap.servers"] = "inmemory:///tmp/shared"
+    assert JobConfig(Config(raw)).systems["kafka"].bootstrap_servers == "inmemory:///tmp/shared"
+    raw["systems.kafka.bootstrap.servers"] = "localhost:9092"
+    with pytest.raises(ConfigError, match=r"systems\.kafka\.bootstrap\.servers=localhost:9092.*inmemory://"):
         JobConfig(Config(raw))

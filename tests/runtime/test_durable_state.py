@@ -7,7 +7,12 @@ import random
 from collections import Counter
 
 import pytest
+import systems_fixtures
 from count_job import WORDS, count_job, final_counts, run_cli
+
+# Every test here runs on Kafka and on the in-memory system.
+kafka_bootstrap = systems_fixtures.kafka_bootstrap
+kafka_admin = systems_fixtures.kafka_admin
 
 
 def _count_job(job_config, topics, words: str, out: str, **extra: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import systems_fixtures
 from count_job import WORDS, final_counts
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
@@ -21,6 +22,10 @@ from samsa.runtime.exceptions import MessageDeserializationError, TaskError
 from samsa.serde.registry import SerdeRegistry
 from samsa.serde.testing import FakeSchemaRegistry
 from samsa.streams import SystemStreamPartition
+
+# Every test here runs on Kafka and on the in-memory system.
+kafka_bootstrap = systems_fixtures.kafka_bootstrap
+kafka_admin = systems_fixtures.kafka_admin
 
 
 def _words(n: int, seed: int = 1) -> list[str]:

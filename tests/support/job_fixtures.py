@@ -14,6 +14,7 @@ import pytest
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer
+from samsa.kafka.inmemory import is_inmemory
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import Container
@@ -48,7 +49,7 @@ def job_config(
             "task.inputs": inputs,
             "test.output": output,
             "task.commit.ms": "1000",
-            "systems.kafka.samza.factory": "kafka",
+            "systems.kafka.samza.factory": "inmemory" if is_inmemory(kafka_bootstrap) else "kafka",
             "systems.kafka.bootstrap.servers": kafka_bootstrap,
             "systems.kafka.samza.key.serde": "string",
             "systems.kafka.samza.msg.serde": "string",

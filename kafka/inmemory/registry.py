@@ -1,0 +1,49 @@
+"""`inmemory:` bootstrap URLs: one broker per name (in-process) or per directory (file-backed) per process."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from samsa.kafka.exceptions import KafkaConfigError
+from samsa.kafka.inmemory.log import Log
+from samsa.kafka.inmemory.memory import MemoryLog
+from samsa.kafka.inmemory.sqlite import SqliteLog
+
+SCHEME = "inmemory:"
+
+_brokers: dict[str, Log] = {}
+_lock = threading.Lock()
+
+
+def is_inmemory(bootstrap_servers: object) -> bool:
+    """Whether a client config's `bootstrap.servers` names the in-memory system."""
+    return isinstance(bootstrap_servers, str) and bootstrap_servers.startswith(SCHEME)
+
+
+def broker(url: str) -> Log:
+    """The broker of `inmemory://NAME` (this process) or `inmemory:///ABS/DIR` (shared through DIR)."""
+    with _lock:
+        found = _brokers.get(url)
+        if found is None:
+            found = _brokers[url] = _open(url)
+        return found
+
+
+def forget(url: str) -> None:
+    """Drop an in-process broker and its data (a file-backed one keeps its files); later use starts empty."""
+    with _lock:
+        _brokers.pop(url, None)
+
+
+def _open(url: str) -> Log:
+    rest = url[len(SCHEME) :]
+    if rest.startswith("///"):
+        return SqliteLog(url, Path(rest[2:]))
+    if rest.startswith("//") and len(rest) > 2 and "/" not in rest[2:]:
+        return MemoryLog(url)
+    raise KafkaConfigError(
+        "bootstrap.servers",
+        f"{url!r} is not an in-memory system URL: use inmemory://NAME (this process) or "
+        "inmemory:///ABSOLUTE/DIR (shared by the processes of a test through that directory)",
+    )
