@@ -42,6 +42,23 @@ class AdjunctWriter:
         #: The messages' keys and values are the entries (the default extractor, no versions): the run loop
         #: may hand over (key, value) pairs instead of envelopes (`write_pairs`).
         self.plain = isinstance(extractor, EnvelopeExtractor) and bounded is None
+        #: Whether the run loop may hand over the messages' raw bytes (`write_raw_pairs`).
+        self.raw_pairs = False
+        self._raw: Any = None
+
+    def write_raw_to(self, engine: Any) -> None:
+        """From now on `write_raw_pairs` may write the messages' own bytes into `engine`, the byte store
+        below the serde layer (the stream's serdes are the store's and keep keys byte for byte)."""
+        self._raw = engine
+        self.raw_pairs = self.plain
+
+    def write_raw_pairs(self, pairs: list[tuple[bytes, bytes | None]]) -> None:
+        """Writes keyed messages' raw (key, value) bytes, already checked to decode (`raw_pairs` only)."""
+        if pairs:
+            self._raw.put_all(pairs)
+            self._stored.inc(len(pairs))
+            if self._progress is not None:
+                self._progress.records += len(pairs)
 
     def write_pairs(self, pairs: list[Entry]) -> None:
         """Writes decoded (key, value) pairs of keyed messages (`plain` writers only)."""

@@ -17,6 +17,13 @@ from typing import Any
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
+from samsa.adjunct.manager import (
+    MANAGER_FACTORY_KEY,
+    AdjunctManager,
+    AdjunctManagerFactory,
+    checked,
+    manager_factory,
+)
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
@@ -36,7 +43,7 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
-from samsa.serde.base import explain
+from samsa.serde.base import explain, raw_passthrough
 from samsa.serde.exceptions import SchemaRegistryError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import RestoreProgress
@@ -44,6 +51,7 @@ from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.factory import ROCKSDB
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
+from samsa.stores.serialized import SerializedStore
 from samsa.stores.storage_manager import TaskStorage
 from samsa.streams import SystemStreamPartition
 
@@ -116,6 +124,7 @@ class Container:
         self._bootstrap_reporter: RestoreReporter | None = None
         #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
         self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
+        self._manager_factory: AdjunctManagerFactory | None = None
 
     def stop(self) -> None:
         """Graceful stop: finish the message in hand, flush, commit, close (signal-handler safe)."""
@@ -202,9 +211,14 @@ class Container:
         return None
 
     def _consumes(self, tm: TaskModel, ssp: SystemStreamPartition) -> bool:
-        """Whether the task reads `ssp`: a broadcast partition is read once per container, by its first
-        task, into the container-level store every task reads."""
-        return ssp not in self.job.broadcast or tm.name == self.model.tasks[0].name
+        """Whether the task reads `ssp` (and keeps an offset for it): a broadcast partition of an adjunct
+        store is read once per container, by its first task, into the container-level store every task
+        reads; any other broadcast partition is read by every task (one consumer fans it out)."""
+        return (
+            ssp not in self.job.broadcast
+            or self._adjunct_store_of(ssp) is None
+            or tm.name == self.model.tasks[0].name
+        )
 
     def _adjunct_partitions(self, tm: TaskModel) -> dict[str, list[SystemStreamPartition]]:
         """Store -> the adjunct stream partitions the task writes into it."""
@@ -273,10 +287,13 @@ class Container:
             high=high,
         )
 
-    def _adjunct_handler(self, ti: TaskInstance, store: str) -> AdjunctWriter:
-        """Writes the messages of an adjunct stream into its store instead of `process`; a persistent
-        store records its stream's offsets in its directory after every flush."""
+    def _adjunct_handler(self, ti: TaskInstance, store: str) -> AdjunctManager:
+        """Writes the messages of an adjunct stream into its store instead of `process`, through the
+        manager `stores.adstore.manager.factory` makes; a persistent store records its stream's offsets in
+        its directory after every flush."""
         assert self._state is not None
+        if self._manager_factory is None:
+            self._manager_factory = manager_factory(self.job.config.value(MANAGER_FACTORY_KEY))
         spec = self._state.specs[store]
         factory = self.job.config.value(extractor_factory_key(store))
         extractor = extractor_for(store, factory, self._serdes.get(spec.key_serde))
@@ -312,7 +329,16 @@ class Container:
                     write_offsets(store_dir, {ssp: ti.offsets[ssp] for ssp in ssps})
 
             ti.storage.after_flush.append(record_offsets)
-        return AdjunctWriter(store, ti.name, ti.storage.writers[store], extractor, stored, progress, bounded)
+        writer = ti.storage.writers[store]
+        manager = self._manager_factory(store, ti.name, writer, extractor, stored, progress, bounded)
+        if isinstance(manager, AdjunctWriter) and isinstance(writer, SerializedStore):
+            streams = {(s.key_serde, s.msg_serde) for s in (self.job.stream(x.system_stream) for x in ssps)}
+            if streams == {(spec.key_serde, spec.msg_serde)} and raw_passthrough(
+                spec.key_serde, spec.msg_serde
+            ):
+                # The stream's bytes are the store's bytes: decoding and encoding them again changes nothing.
+                manager.write_raw_to(writer.inner)
+        return checked(manager, self.job.config.value(MANAGER_FACTORY_KEY))
 
     def _start_offsets(
         self, partitions: Sequence[SystemStreamPartition], checkpoint: AnyCheckpoint | None
@@ -355,6 +381,12 @@ class Container:
             for ssp in ti.model.partitions:
                 if not self._consumes(ti.model, ssp):
                     continue
+                shared = sources.get(ssp.system, {}).get((ssp.stream, ssp.partition))
+                if shared is not None and shared.tasks is not None:
+                    # A broadcast partition read once for the container: this task gets its messages too.
+                    shared.tasks = (*shared.tasks, ti)
+                    self._lag_gauge(ti, ssp)
+                    continue
                 settings = self.job.stream(ssp.system_stream)
                 key_serde = self._serdes.get(settings.key_serde, ssp.stream, is_key=True)
                 msg_serde = self._serdes.get(settings.msg_serde, ssp.stream, is_key=False)
@@ -369,14 +401,23 @@ class Container:
                 store = self._adjunct_store_of(ssp)
                 if store is not None:
                     buf.handler = handlers[store]
+                elif ssp in self.job.broadcast:
+                    buf.tasks = (ti,)
                 sources.setdefault(ssp.system, {})[buf.tp] = buf
-                self.registry.gauge_fn(
-                    m.CONSUMER_LAG,
-                    "Messages between the task's position and the partition's high watermark",
-                    {"task": ti.name, "topic": ssp.stream, "partition": str(ssp.partition)},
-                    self._lag_fn(ti, ssp),
-                )
+                self._lag_gauge(ti, ssp)
+        for routes in sources.values():
+            for buf in routes.values():
+                if buf.tasks is not None and len(buf.tasks) == 1:
+                    buf.tasks = None  # one task: the plain path
         return [(self._consumers[system], routes) for system, routes in sources.items()]
+
+    def _lag_gauge(self, ti: TaskInstance, ssp: SystemStreamPartition) -> None:
+        self.registry.gauge_fn(
+            m.CONSUMER_LAG,
+            "Messages between the task's position and the partition's high watermark",
+            {"task": ti.name, "topic": ssp.stream, "partition": str(ssp.partition)},
+            self._lag_fn(ti, ssp),
+        )
 
     def _lag_fn(self, ti: TaskInstance, ssp: SystemStreamPartition) -> Any:
         consumer = self._consumers[ssp.system]
@@ -516,7 +557,7 @@ class Container:
             ends = self._high_watermarks(lambda ssp: True) if self.until_caught_up else None
             bootstrap = self._high_watermarks(lambda ssp: self.job.stream(ssp.system_stream).bootstrap)
             for consumer, routes in sources:
-                consumer.assign({buf.tp: buf.task.offsets[buf.ssp] for buf in routes.values()})
+                consumer.assign({buf.tp: buf.start_offset() for buf in routes.values()})
             self._container_metrics()
             for ti in self._tasks:
                 ti.init()

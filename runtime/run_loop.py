@@ -57,6 +57,7 @@ class PartitionBuffer:
 
     __slots__ = (
         "bootstrap",
+        "bytes_only",
         "consumer",
         "handler",
         "key_from",
@@ -70,6 +71,7 @@ class PartitionBuffer:
         "pos",
         "ssp",
         "task",
+        "tasks",
         "tp",
     )
 
@@ -90,9 +92,14 @@ class PartitionBuffer:
         self.msg_serde_name, self.msg_serde = msg_serde
         self.key_from = fast_from_bytes(self.key_serde)
         self.msg_from = fast_from_bytes(self.msg_serde)
+        #: Both serdes take any bytes: a raw pass-through need not check that messages decode.
+        self.bytes_only = self.key_serde_name == self.msg_serde_name == "bytes"
         self.bootstrap = bootstrap
         #: Takes the partition's messages instead of the task's `process` (an adjunct store's stream).
         self.handler: StoreWriter | None = None
+        #: A broadcast partition read once for several tasks: every message goes to each of them (`task`
+        #: is the first), each from its own offset.
+        self.tasks: tuple[TaskInstance, ...] | None = None
         self.messages: list[RawMessage] = []
         self.pos = 0
         self.paused = False
@@ -100,6 +107,12 @@ class PartitionBuffer:
     @property
     def pending(self) -> int:
         return len(self.messages) - self.pos
+
+    def start_offset(self) -> int:
+        """Where the consumer starts: the lowest offset of the tasks reading the partition."""
+        if self.tasks is None:
+            return self.task.offsets[self.ssp]
+        return min(ti.offsets[self.ssp] for ti in self.tasks)
 
 
 class RunLoop:
@@ -235,13 +248,20 @@ class RunLoop:
             ready.rotate(-1)
         if self._bootstrapping and buf.bootstrap:
             self._check_bootstrap()  # a partition is done at its start-time watermark, buffered or not
-        if buf.task.coordinator.requested:
+        if buf.tasks is not None:
+            for ti in buf.tasks:
+                if ti.coordinator.requested:
+                    self._handle_requests(ti)
+        elif buf.task.coordinator.requested:
             self._handle_requests(buf.task)
 
     def _process(self, buf: PartitionBuffer, limit: int) -> None:
         """Processes up to `limit` messages of one partition: the hot path."""
         if buf.handler is not None:
             self._write_to_store(buf, buf.handler)
+            return
+        if buf.tasks is not None:
+            self._fan_out(buf, buf.tasks, limit)
             return
         msgs = buf.messages
         pos = first = buf.pos
@@ -302,6 +322,66 @@ class RunLoop:
                 ti.offsets[buf.ssp] = last + 1
             ti.processed.inc(count)
 
+    def _fan_out(self, buf: PartitionBuffer, tasks: tuple[TaskInstance, ...], limit: int) -> None:
+        """Processes up to `limit` messages of a broadcast partition, each by every task whose offset has
+        not passed it (after a restart the tasks may resume from different checkpoints)."""
+        msgs = buf.messages
+        pos = first = buf.pos
+        end = min(pos + limit, len(msgs))
+        ssp = buf.ssp
+        _, stream, partition = ssp
+        perf = time.perf_counter_ns
+        try:
+            while pos < end:
+                msg = msgs[pos]
+                pos += 1
+                offset = msg.offset()
+                takers = [ti for ti in tasks if ti.offsets.get(ssp, 0) <= offset]
+                if not takers:
+                    continue
+                env = self._envelope(buf, msg)
+                for ti in takers:
+                    if env is not None:
+                        start = perf()
+                        try:
+                            ti.task.process(env, ti.collector, ti.coordinator)
+                        except Exception as e:
+                            raise TaskError(
+                                f"task {ti.name}: process() failed on broadcast {stream}#{partition}@{offset}"
+                                f": {e!r}; the message is not checkpointed for this task and will be "
+                                "processed again after a restart"
+                            ) from e
+                        ti.process_timer.update_ns(perf() - start)
+                        ti.processed.inc()
+                    ti.offsets[ssp] = offset + 1
+                if (
+                    self._stopping
+                    or self._clock() >= self._next_timer
+                    or any(ti.coordinator.requested for ti in takers)
+                ):
+                    break
+        finally:
+            buf.pos = pos
+            self._buffered -= pos - first
+
+    def _envelope(self, buf: PartitionBuffer, msg: RawMessage) -> IncomingMessageEnvelope | None:
+        """The message decoded, or None when it does not decode (handed to the bad-message policy)."""
+        raw_key, raw_value = msg.key(), msg.value()
+        try:
+            key = None if raw_key is None else buf.key_from(raw_key)
+        except Exception as e:
+            self._on_bad_message(buf, msg, "key", e)
+            return None
+        try:
+            value = None if raw_value is None else buf.msg_from(raw_value)
+        except Exception as e:
+            self._on_bad_message(buf, msg, "message", e)
+            return None
+        system, stream, partition = buf.ssp
+        return IncomingMessageEnvelope(
+            system, stream, partition, msg.offset(), key, value, msg.timestamp()[1], msg.headers()
+        )
+
     def _write_to_store(self, buf: PartitionBuffer, writer: StoreWriter) -> None:
         """Hands every buffered message of the partition to its store in one chunk: no `process` call, no
         timer per message (a store bootstrap reads millions)."""
@@ -351,16 +431,25 @@ class RunLoop:
         if not chunk:
             return True
         key_from, msg_from = buf.key_from, buf.msg_from
+        raw = getattr(writer, "raw_pairs", False)
         try:
-            pairs = [
-                (key_from(key), None if (value := m.value()) is None else msg_from(value))
-                for m in chunk
-                if (key := m.key()) is not None
-            ]
+            if raw:  # the messages' bytes are the store's: checked to decode, then stored as they are
+                pairs = [(key, m.value()) for m in chunk if (key := m.key()) is not None]
+                if not buf.bytes_only:
+                    for key, value in pairs:
+                        key_from(key)
+                        if value is not None:
+                            msg_from(value)
+            else:
+                pairs = [
+                    (key_from(key), None if (value := m.value()) is None else msg_from(value))
+                    for m in chunk
+                    if (key := m.key()) is not None
+                ]
         except Exception:
             return False
         try:
-            writer.write_pairs(pairs)
+            writer.write_raw_pairs(pairs) if raw else writer.write_pairs(pairs)  # type: ignore[attr-defined]
         except Exception as e:
             raise TaskError(
                 f"task {buf.task.name}: writing {buf.ssp.stream}#{buf.ssp.partition} offsets "
@@ -446,7 +535,8 @@ class RunLoop:
 
     def _next_offset(self, ssp: SystemStreamPartition) -> int:
         buf = self._by_ssp[ssp]
-        offset = buf.task.offsets.get(ssp, -1)
+        tasks = buf.tasks or (buf.task,)
+        offset = min(ti.offsets.get(ssp, -1) for ti in tasks)
         if offset < 0 or buf.pending:
             return offset
         # Past the last record there may be transaction markers only: the consumer's position skips them.

@@ -49,3 +49,15 @@ def explain(convert: Callable[[Any], Any], arg: Any, error: Exception) -> Except
     except Exception as described:
         return described
     return error
+
+
+# Serdes whose bytes -> object -> bytes is the identity on every input they accept: a key in these bytes is
+# the key the store would write. Values need only decode to the same object: JSON's bytes may differ.
+_CANONICAL_KEY_SERDES = frozenset({"bytes", "string", "integer", "long"})
+_SAME_VALUE_SERDES = _CANONICAL_KEY_SERDES | {"json"}
+
+
+def raw_passthrough(key_serde: str | None, msg_serde: str | None) -> bool:
+    """Whether a message's raw key and value may be stored as they are by a store with these serdes (the
+    same names as the message's stream): built-in serdes whose round trip keeps keys byte for byte."""
+    return key_serde in _CANONICAL_KEY_SERDES and msg_serde in _SAME_VALUE_SERDES

@@ -69,7 +69,8 @@ class JobConfig:
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
         self.adjunct_inputs = self._adjunct_inputs()
         self.inputs += list(self.adjunct_inputs.values())
-        #: `task.broadcast.inputs`: partitions every task gets, kept out of the grouping into tasks.
+        #: `task.broadcast.inputs`: partitions every task gets, kept out of the grouping into tasks: an
+        #: adjunct store's (into one container-level store) or any other input's (to every task's process).
         self.broadcast = self._broadcast()
         self.outputs = [parse_stream(s, "task.outputs") for s in config.value("task.outputs") or []]
         self.container_count: int = config.value("job.container.count")
@@ -131,11 +132,9 @@ class JobConfig:
             high = int(match.group(2) or match.group(3))
             if high < low:
                 raise ConfigError(f"{key}: {item!r} has an empty partition range")
-            if stream not in self.adjunct_inputs.values():
-                raise ConfigError(
-                    f"{key}: {stream} is not the stream of an adjunct store; broadcast streams feed "
-                    "adjunct stores (stores.<s>.adstore.input) - broadcast to process() is not supported yet"
-                )
+            if stream not in self.inputs:
+                # As Samza: a broadcast stream is an input of every task, listed in task.inputs or not.
+                self.inputs.append(stream)
             found += [SystemStreamPartition(stream.system, stream.stream, p) for p in range(low, high + 1)]
         if len(set(found)) != len(found):
             raise ConfigError(f"{key} lists a partition twice")

@@ -3,7 +3,6 @@
 from samsa.runtime.config.registry import Key, KeyRegistry
 
 _DURABLE = "durable state arrives with changelogs and state backends"
-_ADJUNCT = "adjunct data stores are not built yet"
 _EOS = "exactly-once processing is not built yet"
 
 KEYS = [
@@ -15,7 +14,7 @@ KEYS = [
     Key(
         "task.broadcast.inputs",
         "list",
-        "<system>.<stream>#<p> or #[<a>-<b>]: partitions every task gets (the stream of an adjunct store).",
+        "<system>.<stream>#<p> or #[<a>-<b>]: partitions every task gets (to process, or an adjunct store).",
     ),
     Key(
         "task.outputs",
@@ -336,7 +335,14 @@ KEYS = [
         "reads see the last sealed version.",
         default="false",
     ),
-    Key("stores.adstore.manager.factory", "str", "Adjunct store manager.", not_yet=_ADJUNCT),
+    Key(
+        "stores.adstore.manager.factory",
+        "class",
+        "builtin, or module:Class of an adjunct manager factory (samsa.adjunct.manager.AdjunctManagerFactory)"
+        " that writes adjunct streams into their stores.",
+        default="builtin",
+        choices=("builtin",),
+    ),
     Key(
         "stores.<s>.adstore.max.staleness.ms",
         "int",

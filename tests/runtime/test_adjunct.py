@@ -6,6 +6,7 @@ import json
 
 import pytest
 import systems_fixtures
+from adjunct_jobs import enrich_job
 from count_job import run_cli
 
 from samsa.stores.exceptions import ReadOnlyStoreError
@@ -23,24 +24,6 @@ def _cdc(op: str, cid: int, name: str | None, schema: bool = False) -> tuple[str
     before = {"id": cid, "name": "old"} if op in ("u", "d") else None
     payload = {"before": before, "after": after, "op": op, "ts_ms": 1}
     return key, json.dumps({"schema": {"type": "struct"}, "payload": payload} if schema else payload)
-
-
-def _enrich_job(job_config, orders: str, customers: str, out: str, **extra: str) -> dict[str, str]:
-    return job_config(
-        f"kafka.{orders}",
-        out,
-        task="samsa_test_tasks:EnrichTask",
-        **{
-            "job.container.count": "1",
-            "stores.customers.factory": "rocksdb",
-            "stores.customers.key.serde": "string",
-            "stores.customers.msg.serde": "json",
-            "stores.customers.adstore.input": f"kafka.{customers}",
-            "stores.customers.adstore.key.value.extractor.factory": "debezium",
-            f"systems.kafka.streams.{customers}.samza.bootstrap": "true",
-            **extra,
-        },
-    )
 
 
 def _enriched(read_topic, out: str) -> dict[str, str]:
@@ -61,7 +44,7 @@ def test_a_bootstrapped_cdc_store_enriches_every_order_and_never_reaches_process
     # Orders keyed by customer id on the customer's partition: the task's store holds that customer.
     for i in range(1, 8):
         produce(orders, [(str(i), f"o{i}")], partition=i % 2)
-    (container,) = run_job(_enrich_job(job_config, orders, customers, out))
+    (container,) = run_job(enrich_job(job_config, orders, customers, out))
     got = _enriched(read_topic, out)
     assert got == {"o1": "c1", "o2": "c2-renamed", "o3": "?", "o4": "?", "o5": "c5", "o6": "c6", "o7": "?"}
     # Every CDC record went to the store (the tombstone too), none to process().
@@ -79,7 +62,7 @@ def test_a_restart_continues_a_persistent_store_and_rebootstraps_an_in_memory_on
     orders, customers, out = topics(1), topics(1), topics(1)
     produce(customers, [_cdc("c", i, f"c{i}") for i in range(1, 5)])
     produce(orders, [("1", "o1")])
-    config = _enrich_job(job_config, orders, customers, out, **{"stores.customers.factory": factory})
+    config = enrich_job(job_config, orders, customers, out, **{"stores.customers.factory": factory})
     run_job(config)
     produce(customers, [_cdc("u", 1, "c1-new")])
     produce(orders, [("1", "o1-again"), ("2", "o2")])
@@ -92,7 +75,7 @@ def test_a_restart_continues_a_persistent_store_and_rebootstraps_an_in_memory_on
 def test_a_stale_persistent_store_is_rebuilt(job_config, topics, produce, read_topic, run_job):
     orders, customers, out = topics(1), topics(1), topics(1)
     produce(customers, [_cdc("c", i, f"c{i}") for i in range(1, 4)])
-    config = _enrich_job(
+    config = enrich_job(
         job_config, orders, customers, out, **{"stores.customers.adstore.max.staleness.ms": "0"}
     )
     produce(orders, [("1", "o1")])
@@ -109,7 +92,7 @@ def test_a_task_writing_to_an_adjunct_store_fails_saying_it_is_read_only(
 ):
     orders, customers, out = topics(1), topics(1), topics(1)
     produce(orders, [("1", "o1")])
-    config = _enrich_job(job_config, orders, customers, out, **{"test.write.adjunct": "true"})
+    config = enrich_job(job_config, orders, customers, out, **{"test.write.adjunct": "true"})
     with pytest.raises(Exception, match="read-only") as failure:
         run_job(config)
     assert isinstance(failure.value.__cause__, ReadOnlyStoreError)
@@ -126,7 +109,7 @@ def test_a_broadcast_store_gives_every_task_of_every_container_the_whole_table(
     # Every order on a partition unrelated to its customer's: only a broadcast table can enrich them all.
     for i in range(1, 9):
         produce(orders, [(str(i), f"o{i}")], partition=(i + 1) % 4)
-    config = _enrich_job(
+    config = enrich_job(
         job_config,
         orders,
         customers,
@@ -148,9 +131,8 @@ def test_broadcast_inputs_name_adjunct_streams_with_valid_partitions(job_config,
     from samsa.runtime.exceptions import ConfigError
 
     orders, customers = topics(1), topics(1)
-    base = _enrich_job(job_config, orders, customers, "out")
+    base = enrich_job(job_config, orders, customers, "out")
     for value, problem in [
-        (f"kafka.{orders}#0", "not the stream of an adjunct store"),
         (f"kafka.{customers}", "is not <system>.<stream>#<partition>"),
         (f"kafka.{customers}#[3-1]", "empty partition range"),
     ]:
@@ -175,7 +157,7 @@ def test_a_bounded_dataset_switches_versions_only_when_sealed_and_survives_a_res
         producer.flush()
         producer.close()
 
-    config = _enrich_job(
+    config = enrich_job(
         job_config,
         orders,
         customers,
@@ -215,7 +197,7 @@ def test_a_kill_9_then_restart_continues_or_rebootstraps_and_enriches_everything
         produce(customers, [_cdc("c", i, f"c{i}")], partition=i % 2)
     for i in range(1, 21):
         produce(orders, [(str(i), f"o{i}-{n}") for n in range(150)], partition=i % 2)
-    config = _enrich_job(
+    config = enrich_job(
         job_config, orders, customers, out, **{"stores.customers.factory": factory, "task.commit.ms": "50"}
     )
     job_file = tmp_path / "job.yaml"

@@ -59,3 +59,35 @@ def test_a_failed_fast_decode_is_explained_by_the_serde() -> None:
 def test_explain_returns_the_original_when_the_serde_accepts() -> None:
     error = RuntimeError("elsewhere")
     assert explain(StringSerde().to_bytes, "fine", error) is error
+
+
+@pytest.mark.parametrize(
+    ("key_serde", "msg_serde", "passthrough"),
+    [
+        ("bytes", "bytes", True),
+        ("string", "json", True),
+        ("long", "string", True),
+        ("json", "string", False),  # JSON keys: the producer's bytes need not be the store's
+        ("string", "avro", False),
+        (None, "string", False),
+    ],
+)
+def test_raw_passthrough_only_for_serdes_that_keep_keys_byte_for_byte(key_serde, msg_serde, passthrough):
+    from samsa.serde.base import raw_passthrough
+
+    assert raw_passthrough(key_serde, msg_serde) is passthrough
+
+
+@pytest.mark.parametrize("serde", ["bytes", "string", "integer", "long"])
+def test_the_canonical_key_serdes_round_trip_their_bytes(serde):
+    from samsa.serde.registry import SerdeRegistry
+
+    codec = SerdeRegistry({}).get(serde)
+    samples = {
+        "bytes": b"\x00\xffk",
+        "string": "kéy".encode(),
+        "integer": b"\x00\x00\x00\x07",
+        "long": bytes(8),
+    }
+    raw = samples[serde]
+    assert codec.to_bytes(codec.from_bytes(raw)) == raw
