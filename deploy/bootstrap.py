@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -50,9 +49,6 @@ FORMATS = ("parquet", "csv", "json")
 _DONE_SUFFIX = ".done.json"
 # Longest row shown in an error message.
 _ROW_TEXT = 300
-_MURMUR_M = 0x5BD1E995
-_MURMUR_SEED = 0x9747B28C
-_MASK32 = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -321,59 +317,6 @@ class _Counted:
 def key_partitioner(partitions: int) -> Callable[[bytes], int]:
     """Serialized key -> its task partition, as Kafka's producers place it."""
     return lambda key: partition_for(key, partitions)
-
-
-def key_partitions(keys: Sequence[bytes], partitions: int) -> list[int]:
-    """`partition_for` of each key, computed a batch at a time (about 5x faster than one call a key)."""
-    by_length: dict[int, list[int]] = {}
-    for at, key in enumerate(keys):
-        by_length.setdefault(len(key), []).append(at)
-    if len(by_length) == 1:
-        (length,) = by_length
-        return _same_length(b"".join(keys), length, len(keys), partitions)
-    out = [0] * len(keys)
-    for length, where in by_length.items():
-        placed = _same_length(b"".join([keys[at] for at in where]), length, len(where), partitions)
-        for at, partition in zip(where, placed, strict=True):
-            out[at] = partition
-    return out
-
-
-def _same_length(data: bytes, length: int, count: int, partitions: int) -> list[int]:
-    """murmur2 (as `samsa.kafka.partitioner`) of `count` keys of `length` bytes, concatenated in `data`.
-
-    Why this shape: each key's 32-bit arithmetic runs in its own 64-bit lane of one big Python int, so
-    every step is one C-level operation over the whole batch; a product of two 32-bit values fits in a
-    lane and the mask after each step keeps lanes from leaking into each other.
-    """
-    if count == 0:
-        return []
-    lane_bytes = 8 * count
-    ones = int.from_bytes(b"\x01\0\0\0\0\0\0\0" * count, "little")
-    mask = _MASK32 * ones
-    h = ((_MURMUR_SEED ^ length) & _MASK32) * ones
-    words = length >> 2
-    for word in range(words):
-        k = _lanes(data, 4 * word, 4, length, lane_bytes)
-        k = (k * _MURMUR_M) & mask
-        k = (k ^ (k >> 24)) & mask
-        h = ((h * _MURMUR_M) & mask) ^ ((k * _MURMUR_M) & mask)
-    rest = length & 3
-    if rest:
-        h = ((h ^ _lanes(data, 4 * words, rest, length, lane_bytes)) * _MURMUR_M) & mask
-    h = (h ^ (h >> 13)) & mask
-    h = (h * _MURMUR_M) & mask
-    h = (h ^ (h >> 15)) & (0x7FFFFFFF * ones)
-    lanes = memoryview(h.to_bytes(lane_bytes, sys.byteorder)).cast("Q")
-    return [value % partitions for value in (lanes if sys.byteorder == "little" else lanes[::-1])]
-
-
-def _lanes(data: bytes, start: int, width: int, stride: int, lane_bytes: int) -> int:
-    """Bytes `start..start+width` of every `stride`-byte key, each as the little-endian value of a lane."""
-    out = bytearray(lane_bytes)
-    for byte in range(width):
-        out[byte::8] = data[start + byte :: stride]
-    return int.from_bytes(out, "little")
 
 
 # -- driver side -----------------------------------------------------------------------------------

@@ -350,7 +350,8 @@ def _arrow_job(frame: Any, plan: BootstrapPlan) -> Callable[[], list[PartitionRe
 
 def _arrow_encoder(plan: BootstrapPlan, slots: list[int]) -> Callable[[Iterable[Any]], Iterator[Any]]:
     def encode(batches: Iterable[Any]) -> Iterator[Any]:
-        from samsa.deploy.bootstrap import column_encoders, key_partitions, row_encoder
+        from samsa.deploy.bootstrap import column_encoders, row_encoder
+        from samsa.kafka.partitioner import partitions_for
 
         pa = _arrow()
         encoders = column_encoders(plan)
@@ -368,7 +369,7 @@ def _arrow_encoder(plan: BootstrapPlan, slots: list[int]) -> Callable[[Iterable[
                 for _ in map(row_encoder(plan), rows):  # raises the first bad row's BootstrapError
                     pass
                 raise
-            placed = [slots[p] for p in key_partitions(keys.to_pylist(), plan.partitions)]
+            placed = [slots[p] for p in partitions_for(keys.to_pylist(), plan.partitions)]
             yield pa.RecordBatch.from_arrays(
                 [pa.array(placed, pa.int32()), keys, values], names=["slot", "key", "value"]
             )

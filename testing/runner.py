@@ -42,6 +42,7 @@ from samsa.runtime.state import changelogs
 from samsa.serde.base import Serde
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.factory import StoreSpec, store_specs
+from samsa.streams import SystemStream
 from samsa.testing.exceptions import TestRunnerError
 
 log = logging.getLogger(__name__)
@@ -361,8 +362,6 @@ class TestRunner:
         return SerdeRegistry(job.config)
 
     def _stream_serdes(self, job: JobConfig, stream: str) -> tuple[Serde[Any], Serde[Any]]:
-        from samsa.streams import SystemStream
-
         settings = job.stream(SystemStream(SYSTEM, stream))
         registry = self._serdes(job)
         return (

@@ -18,7 +18,7 @@ from count_job import WORDS, count_job, final_counts, store_counts
 
 from samsa.cli import main
 from samsa.deploy import spark as spark_module
-from samsa.deploy.bootstrap import BootstrapRequest, PartitionResult, bootstrap_state, key_partitions
+from samsa.deploy.bootstrap import BootstrapRequest, PartitionResult, bootstrap_state
 from samsa.deploy.exceptions import BootstrapError
 from samsa.deploy.spark import Spark, _slots, run_bootstrap
 from samsa.kafka.partitioner import partition_for
@@ -223,15 +223,6 @@ def test_refusals_before_any_spark_work(job_config, topics, tmp_path, caplog):
 def test_partition_results_print_one_line_each():
     line = PartitionResult(3, 25_012, 1_200_000, 0.84, "/x.sst", 25_012).line()
     assert line == "Partition 3: 25,012 rows, 1.2 MB in 0.84 s, 25,012 changelog records"
-
-
-def test_key_partitions_agree_with_partition_for_for_any_key_length():
-    rng = random.Random(5)
-    mixed = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))) for _ in range(3000)]
-    same = [f"key-{i:010d}".encode() for i in range(2000)]
-    for keys in (mixed, same, [b""], []):
-        for n in (1, 4, 7, 100):
-            assert key_partitions(keys, n) == [partition_for(k, n) for k in keys]
 
 
 def test_each_task_partition_gets_a_spark_partition_of_its_own(spark):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
-from samsa.kafka.partitioner import murmur2, partition_for
+from samsa.kafka.partitioner import murmur2, partition_for, partitions_for
 
 TopicFactory = Callable[..., str]
 
@@ -72,3 +72,12 @@ def test_keys_land_where_librdkafka_puts_them(topics: TopicFactory, kafka_bootst
     wrong = {k: p for k, p in landed.items() if p != partition_for(k or b"", partitions)}
     assert not wrong, f"{len(wrong)} key(s) where librdkafka disagrees, e.g. {next(iter(wrong.items()))}"
     assert len(set(landed.values())) == partitions  # the keys spread: the check compared real choices
+
+
+def test_partitions_for_a_batch_agree_with_partition_for_for_any_key_length():
+    rng = random.Random(5)
+    mixed = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))) for _ in range(3000)]
+    same = [f"key-{i:010d}".encode() for i in range(2000)]
+    for keys in (mixed, same, [b""], []):
+        for n in (1, 4, 7, 100):
+            assert partitions_for(keys, n) == [partition_for(k, n) for k in keys]
