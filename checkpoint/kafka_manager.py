@@ -145,11 +145,13 @@ class KafkaCheckpointManager:
                 out[task] = chosen.checkpoint
         return out
 
-    def write(self, task_name: str, checkpoint: AnyCheckpoint) -> None:
-        """Queues a record of the checkpoint's own version; durable after `flush()`."""
-        if self._producer is None:
+    def write(self, task_name: str, checkpoint: AnyCheckpoint, producer: KafkaProducer | None = None) -> None:
+        """Queues a record of the checkpoint's own version (on `producer`, default the manager's: an
+        exactly-once task's goes in its own transaction); durable after `flush()`."""
+        producer = producer or self._producer
+        if producer is None:
             raise CheckpointError(f"writing to {self.topic} needs a checkpoint manager built with a producer")
-        self._producer.send(
+        producer.send(
             self.topic,
             encode(checkpoint),
             key=checkpoint_key(task_name, checkpoint.version),
@@ -158,7 +160,12 @@ class KafkaCheckpointManager:
         )
 
     def write_versions(
-        self, task_name: str, versions: Sequence[int], v1: Checkpoint | None, v2: CheckpointV2 | None
+        self,
+        task_name: str,
+        versions: Sequence[int],
+        v1: Checkpoint | None,
+        v2: CheckpointV2 | None,
+        producer: KafkaProducer | None = None,
     ) -> None:
         """Queues one record per configured write version, in the configured order (Samza's order)."""
         by_version: dict[int, AnyCheckpoint | None] = {1: v1, 2: v2}
@@ -169,7 +176,7 @@ class KafkaCheckpointManager:
                     f"task {task_name!r}: task.checkpoint.write.versions includes {version} "
                     f"but no version {version} checkpoint was built"
                 )
-            self.write(task_name, checkpoint)
+            self.write(task_name, checkpoint, producer)
 
     def flush(self) -> None:
         if self._producer is None:

@@ -39,6 +39,9 @@ class CheckpointV2:
     offsets: dict[SystemStreamPartition, int] = field(default_factory=dict)
     # backend name -> store name -> marker (a changelog position, a blob index id...)
     state_markers: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: An exactly-once task's state at this checkpoint (generation, committed version, output sequences,
+    #: alignment); None for at-least-once tasks. Opaque JSON here: `samsa.exactly_once` reads it.
+    exactly_once: dict[str, Any] | None = None
     version: ClassVar[int] = 2
 
 
@@ -69,6 +72,8 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
                 for backend, markers in sorted(checkpoint.state_markers.items())
             },
         }
+        if checkpoint.exactly_once is not None:
+            data["exactlyOnce"] = checkpoint.exactly_once
     else:
         data = {"version": 1, "offsets": _offset_entries(checkpoint.offsets)}
         if checkpoint.changelog_offsets:  # absent when empty: the bytes of offset-only records stay as before
@@ -115,9 +120,12 @@ def decode_v2(raw: bytes, where: str) -> CheckpointV2:
             if not isinstance(stores, dict) or not all(isinstance(v, str) for v in stores.values()):
                 raise TypeError(f"the markers of backend {backend!r} are not an object of strings")
             markers[backend] = dict(stores)
+        exactly_once = data.get("exactlyOnce")
+        if exactly_once is not None and not isinstance(exactly_once, dict):
+            raise TypeError("exactlyOnce is not an object")
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
-    return CheckpointV2(checkpoint_id, offsets, markers)
+    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once)
 
 
 def decode_record(key_type: str, raw: bytes, where: str) -> AnyCheckpoint:

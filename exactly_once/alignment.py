@@ -12,6 +12,8 @@ what it answers. Terms (the seed's, SEP-10 solution 3):
   step 4) all get offset 0, so versions are global as in the seed; a producer that appears later (an
   upstream task added, a producer first seen late) joins at the task's current version instead of
   landing in an already committed one. Offsets never change afterwards: a checkpoint holds them.
+- A marker V closes every version up to V on its channel (a producer whose clock-cut versions jumped
+  ahead after an idle or down time sends one marker for the span).
 - The task is *aligned* for C when every expected channel has closed its version C + offset (marker,
   or a restore command's version) and at least one channel has reached C. Expected channels: every
   producer seen on any partition of a stream is expected on every input partition of that stream (the
@@ -59,6 +61,7 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from samsa.exactly_once.exceptions import AlignmentError
+from samsa.exactly_once.protocol import RecordTag
 from samsa.streams import SystemStream, SystemStreamPartition
 
 SNAPSHOT_FORMAT = 1
@@ -217,7 +220,7 @@ class BarrierAligner:
     def last_committed_version(self) -> int:
         return self._version - 1
 
-    def classify(self, partition: SystemStreamPartition, tag: Tag) -> Decision:
+    def classify(self, partition: SystemStreamPartition, tag: Tag | RecordTag) -> Decision:
         """What to do with a data record read from `partition` (not from the buffer: `admit_buffered`)."""
         producer, generation, version = tag.producer, tag.generation, tag.version
         channel = self._channels.get((partition, producer))
@@ -256,7 +259,7 @@ class BarrierAligner:
             return Decision(Action.PROCESS, task_version)
         return Decision(Action.BUFFER, task_version)
 
-    def admit_buffered(self, partition: SystemStreamPartition, tag: Tag) -> Decision:
+    def admit_buffered(self, partition: SystemStreamPartition, tag: Tag | RecordTag) -> Decision:
         """PROCESS or DROP_STALE for a record drained from the buffer of the current version.
 
         Buffered records were checked when read; only a restore command seen since can void them."""
@@ -287,13 +290,11 @@ class BarrierAligner:
             self.stale_dropped += 1  # a fenced incarnation still running: its versions are void
         elif version <= channel.marker:
             self.duplicate_control_records += 1
-        elif version == channel.marker + 1:
-            self._close(channel, version, offset)
         else:
-            raise AlignmentError(
-                f"{partition}: producer {producer} sent marker {version} after marker {channel.marker}: "
-                f"markers in between are missing (two tasks sharing this producer id?)"
-            )
+            # A marker may close several versions at once: a source task cuts its versions by the clock
+            # (the same numbering for all producers), so after an idle or down time it jumps ahead. The
+            # versions in between hold no record of it (its records carry the open version).
+            self._close(channel, version, offset)
         return self.aligned
 
     def on_restore(self, partition: SystemStreamPartition, command: RestoreIn, offset: int) -> Rewind | None:
@@ -352,8 +353,10 @@ class BarrierAligner:
         """Seconds since the barrier of the current version started; 0 when none did."""
         return 0.0 if self._started_at is None else self._clock() - self._started_at
 
-    def advance(self) -> dict[SystemStreamPartition, int]:
-        """Moves to the next version once the current one is aligned and its checkpoint is written.
+    def advance(self, limit: int | None = None) -> dict[SystemStreamPartition, int]:
+        """Moves past the current version once it is aligned and its checkpoint is written: to the highest
+        version every expected channel has closed (producers that number versions by the clock jump), but
+        not past `limit` (the caller's: below the next version with buffered records, to drain them first).
 
         Returns, per partition, the lowest offset of a marker or restore command above the new cut: the
         offsets checkpointed for this version must not pass them (as they must not pass a buffered record).
@@ -367,6 +370,10 @@ class BarrierAligner:
         wait = 0.0 if self._started_at is None else now - self._started_at
         self.last_alignment_wait = wait
         self.total_alignment_wait += wait
+        reach = self._reach()
+        if limit is not None:
+            reach = min(reach, limit)
+        self._version = max(self._version, reach)
         self.aligned_versions.append(self._version)
         self._version += 1
         self._processed.clear()
@@ -571,6 +578,21 @@ class BarrierAligner:
                     seen = sum(1 for p in producers if self._jobs.get(p) == job)
                     missing.extend((partition, None) for _ in range(stated - seen))
         return missing, reached
+
+    def _reach(self) -> int:
+        """The highest task version every expected channel has closed (call when aligned)."""
+        low: int | None = None
+        for partition in self._partitions:
+            for producer in self._producers.get(partition.system_stream, ()):
+                channel = self._channels.get((partition, producer))
+                if channel is None:
+                    continue
+                final = self._retired.get(producer)
+                if final is not None and channel.marker >= final:
+                    continue  # gone for good, and done: it holds back no version
+                closed = channel.marker - channel.offset
+                low = closed if low is None else min(low, closed)
+        return self._version if low is None else low
 
     def _snapshot(self) -> _Committed:
         cut = self._version - 1

@@ -37,6 +37,7 @@ from samsa.runtime import validation
 from samsa.runtime.collector import OutputCollector
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
+from samsa.runtime.eos_tasks import ExactlyOnceTasks
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.runtime.prometheus import PrometheusServer
@@ -79,6 +80,8 @@ class ContainerHooks:
     chooser: Chooser | None = None
     #: Makes the container's producers from their client config (default: `KafkaProducer`).
     producer_factory: Callable[[dict[str, Any]], KafkaProducer] | None = None
+    #: Wall time in seconds, the same on every host: numbers exactly-once source tasks' versions.
+    version_clock: Callable[[], float] = time.time
 
 
 class Container:
@@ -125,6 +128,8 @@ class Container:
         #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
         self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
         self._manager_factory: AdjunctManagerFactory | None = None
+        #: `job.processing.guarantee=exactly_once`: the tasks' versions, aligners and transactions.
+        self._eos: ExactlyOnceTasks | None = None
 
     def stop(self) -> None:
         """Graceful stop: finish the message in hand, flush, commit, close (signal-handler safe)."""
@@ -433,6 +438,9 @@ class Container:
         """Each task's commit: its input offsets captured first, then the blocking snapshot phase; the
         upload and the checkpoint record follow off the loop (or before returning, with `wait`)."""
         assert self._state is not None
+        if self._eos is not None:
+            self._commit_exactly_once(tasks)
+            return
         captured = [(ti, dict(ti.offsets)) for ti in tasks]
         for ti, offsets in captured:
             start = time.perf_counter_ns()
@@ -443,6 +451,23 @@ class Container:
                 ti.commit_skipped()
             if ti.commit_interval:
                 ti.next_commit = self._clock() + ti.commit_interval  # the container's clock, maybe virtual
+
+    def _commit_exactly_once(self, tasks: Sequence[TaskInstance]) -> None:
+        """A source task cuts its version on its commit timer (or request, or stop); an aligned task only
+        when its barrier is complete (`_on_aligned`): its timer just checks for a stalled barrier."""
+        assert self._eos is not None
+        for ti in tasks:
+            assert ti.eos is not None
+            if ti.eos.aligner is None:
+                self._eos.cut_source(ti)
+            else:
+                self._eos.check_barriers(ti)
+            if ti.commit_interval:
+                ti.next_commit = self._clock() + ti.commit_interval
+
+    def _on_aligned(self, ti: TaskInstance) -> None:
+        assert self._eos is not None
+        self._eos.commit(ti, advance=True)
 
     def _schedule_timers(self, ti: TaskInstance) -> None:
         now = self._clock()
@@ -552,7 +577,21 @@ class Container:
                 self._release(failed=False)
                 return None
             self._build_tasks(checkpoints, storages)
+            if self.job.exactly_once:
+                self._eos = ExactlyOnceTasks(
+                    self.job,
+                    self._state,
+                    self._producers,
+                    self._serdes,
+                    self._new_producer,
+                    self.registry,
+                    self._clock,
+                    self._hooks.version_clock,
+                )
+                self._eos.set_up(self._tasks, checkpoints)
             sources = self._buffers()
+            if self._eos is not None:
+                self._eos.mark_inputs([buf for _, routes in sources for buf in routes.values()])
             # Before the assignment: once fetching, a watermark request waits behind the first large fetch.
             ends = self._high_watermarks(lambda ssp: True) if self.until_caught_up else None
             bootstrap = self._high_watermarks(lambda ssp: self.job.stream(ssp.system_stream).bootstrap)
@@ -561,7 +600,12 @@ class Container:
             self._container_metrics()
             for ti in self._tasks:
                 ti.init()
-            if self._state.has_durable_stores:
+            if self._eos is not None:
+                # The new generations are durable (with the restored state) before anything is sent.
+                for ti in self._tasks:
+                    self._eos.commit(ti, advance=False)
+                self._eos.announce(self._tasks)
+            elif self._state.has_durable_stores:
                 # Seal the restored state (and the changelog's undo records) before processing anything.
                 self.commit(self._tasks, wait=True)
             if self.job.prometheus_port is not None:
@@ -587,6 +631,8 @@ class Container:
                 ),
                 clock=self._clock,
                 chooser=self._hooks.chooser,
+                on_aligned=self._on_aligned,
+                on_rewind=self._eos.rewind if self._eos is not None else None,
             )
             if self._stop_requested:
                 self._loop.stop()
@@ -614,6 +660,10 @@ class Container:
                     f"{self._fenced}"
                 )
             self.commit(self._tasks, wait=True)
+            if self._eos is not None:
+                for ti in self._tasks:
+                    if ti.eos is not None and ti.eos.aligner is not None:
+                        self._eos.abort_open(ti)
             self._close_tasks()
         self._bootstrapped()
         self._release(failed=False)
@@ -675,7 +725,8 @@ class Container:
 
     def _all_producers(self) -> list[KafkaProducer]:
         extra = [self._checkpoint_producer] if self._checkpoint_producer is not None else []
-        return [*self._producers.values(), *extra]
+        sinks = self._eos.sinks if self._eos is not None else []
+        return [*self._producers.values(), *extra, *sinks]
 
     def _new_producer(self, config: dict[str, Any]) -> KafkaProducer:
         factory = self._hooks.producer_factory
@@ -693,6 +744,9 @@ class Container:
         closers += [partial(p.close, flush_s) for p in self._producers.values()]
         if self._checkpoint_producer is not None:
             closers.append(partial(self._checkpoint_producer.close, flush_s))
+        if self._eos is not None:
+            # An open transaction is aborted by the next start's registration: nothing to flush.
+            closers += [partial(p.close, 0) for p in self._eos.sinks]
         first: Exception | None = None
         try:
             for close in closers:

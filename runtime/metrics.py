@@ -69,6 +69,14 @@ BLOB_UPLOAD_SECONDS = "samsa_blobstore_upload_seconds"
 BLOB_FILES_DOWNLOADED = "samsa_blobstore_downloaded_files"
 BLOB_BYTES_DOWNLOADED = "samsa_blobstore_downloaded_bytes"
 BLOB_RESTORE_SECONDS = "samsa_blobstore_restore_seconds"
+EOS_BUFFERED_MESSAGES = "samsa_eos_buffered_messages"
+EOS_BUFFERED_BYTES = "samsa_eos_buffered_bytes"
+EOS_DUPLICATES_DROPPED = "samsa_eos_duplicates_dropped_total"
+EOS_STALE_DROPPED = "samsa_eos_stale_dropped_total"
+EOS_ALIGNMENT_WAIT_SECONDS = "samsa_eos_alignment_wait_seconds"
+EOS_VERSIONS_COMMITTED = "samsa_eos_versions_committed_total"
+EOS_REWINDS = "samsa_eos_rewinds_total"
+EOS_BARRIER_MISSING = "samsa_eos_barrier_missing_channels"
 
 Kind = Literal["counter", "gauge", "timer"]
 LabelKey = tuple[tuple[str, str], ...]

@@ -8,6 +8,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, Rewind
+from samsa.exactly_once.buffer import BufferedMessage
+from samsa.exactly_once.exceptions import ProtocolError
+from samsa.exactly_once.protocol import (
+    HEADER,
+    Marker,
+    RecordTag,
+    RestoreCommand,
+    classify,
+    classify_message,
+)
 from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError
 from samsa.runtime.metrics import Counter, Timer
@@ -59,7 +70,9 @@ class PartitionBuffer:
         "bootstrap",
         "bytes_only",
         "consumer",
+        "eos",
         "handler",
+        "held",
         "key_from",
         "key_serde",
         "key_serde_name",
@@ -103,6 +116,10 @@ class PartitionBuffer:
         self.messages: list[RawMessage] = []
         self.pos = 0
         self.paused = False
+        #: An intermediate input of an exactly-once task: every record goes through its aligner.
+        self.eos = False
+        #: Held back (out of the ready queue, paused) while the task's exactly-once buffer is full.
+        self.held = False
 
     @property
     def pending(self) -> int:
@@ -133,9 +150,13 @@ class RunLoop:
         poll_timer: Timer | None = None,
         clock: Callable[[], float] = time.monotonic,
         chooser: Chooser | None = None,
+        on_aligned: Callable[[TaskInstance], None] | None = None,
+        on_rewind: Callable[[TaskInstance, Rewind], None] | None = None,
     ) -> None:
-        """`clock` drives the commit and window timers (a test's virtual clock); `chooser` picks the next
-        ready partition in `step` (default: round-robin, as `run` does)."""
+        """`on_aligned` commits an exactly-once task's aligned version; `on_rewind` takes it back to its
+        last checkpoint (the loop then re-reads its inputs from the checkpointed offsets). `clock` drives
+        the commit and window timers (a test's virtual clock); `chooser` picks the next ready partition in
+        `step` (default: round-robin, as `run` does)."""
         self._sources = sources
         self._tasks = list(tasks)
         self._commit = commit
@@ -158,7 +179,15 @@ class RunLoop:
         self._chooser = chooser
         self._begun = False
         self._next_poll = 0.0
+        self._on_aligned = on_aligned
+        self._on_rewind = on_rewind
+        self._held_by_task: dict[str, list[PartitionBuffer]] = {}
         self.caught_up = False
+
+    @property
+    def end_offsets(self) -> dict[SystemStreamPartition, int] | None:
+        """Where a loop that runs until caught up stops (the high watermarks at its start)."""
+        return None if self._end_offsets is None else dict(self._end_offsets)
 
     def stop(self) -> None:
         """Asks the loop to return after the message in hand (safe from a signal handler)."""
@@ -237,7 +266,17 @@ class RunLoop:
         """After a chunk of `ready[index]`: drop the drained buffer (resuming its partition) or move on
         round-robin, then the bootstrap check and the task's commit/shutdown requests."""
         ready = self._ready
-        if buf.pos >= len(buf.messages):
+        if index >= len(ready) or ready[index] is not buf:
+            # An exactly-once cut or rewind reordered the queue (held partitions back, inputs re-read).
+            index = next((i for i, b in enumerate(ready) if b is buf), -1)
+        if index < 0:
+            pass
+        elif buf.held:
+            del ready[index]
+            if not buf.paused:
+                buf.consumer.pause([buf.tp])
+                buf.paused = True
+        elif buf.pos >= len(buf.messages):
             del ready[index]
             buf.messages = []
             buf.pos = 0
@@ -262,6 +301,9 @@ class RunLoop:
             return
         if buf.tasks is not None:
             self._fan_out(buf, buf.tasks, limit)
+            return
+        if buf.eos:
+            self._process_eos(buf, limit)
             return
         msgs = buf.messages
         pos = first = buf.pos
@@ -363,6 +405,157 @@ class RunLoop:
         finally:
             buf.pos = pos
             self._buffered -= pos - first
+
+    # -- exactly-once ---------------------------------------------------------------------------------
+    def _process_eos(self, buf: PartitionBuffer, limit: int) -> None:
+        """Up to `limit` records of an exactly-once task's intermediate input, each through its aligner:
+        processed, buffered on disk for a later version, or dropped; markers and restore commands drive
+        the versions. No record without the exactly-once header gets through."""
+        ti = buf.task
+        eos = ti.eos
+        assert eos is not None and eos.aligner is not None and eos.buffer is not None
+        aligner, ebuf, ssp = eos.aligner, eos.buffer, buf.ssp
+        msgs = buf.messages
+        pos = first = buf.pos
+        end = min(pos + limit, len(msgs))
+        aligned = False
+        rewind: Rewind | None = None
+        try:
+            while pos < end:
+                msg = msgs[pos]
+                offset = msg.offset()
+                tag = classify_message(msg)
+                if tag is None:
+                    raise ProtocolError(
+                        f"a record without the {HEADER} header on intermediate stream "
+                        f"{ssp.system}.{ssp.stream}: only exactly-once Samsa jobs may write it; send other "
+                        "producers' records to a stream not marked samza.intermediate",
+                        topic=ssp.stream,
+                        partition=ssp.partition,
+                        offset=offset,
+                    )
+                if type(tag) is RecordTag:
+                    if ebuf.over_limit and self._hold(buf, tag):
+                        break
+                    pos += 1
+                    decision = aligner.classify(ssp, tag)
+                    if decision.action is Action.PROCESS:
+                        env = self._envelope(buf, msg)
+                        if env is not None:
+                            self._process_one(ti, env)
+                    elif decision.action is Action.BUFFER:
+                        assert decision.version is not None
+                        ebuf.append(decision.version, BufferedMessage.of(ssp, msg))
+                    ti.offsets[ssp] = offset + 1
+                    if ti.coordinator.requested or self._stopping or self._clock() >= self._next_timer:
+                        break
+                    continue
+                pos += 1
+                ti.offsets[ssp] = offset + 1
+                if type(tag) is Marker:
+                    marker = MarkerIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
+                    if aligner.on_marker(ssp, marker, offset):
+                        aligned = True
+                        break
+                else:
+                    assert type(tag) is RestoreCommand
+                    command = RestoreIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
+                    rewind = aligner.on_restore(ssp, command, offset)
+                    if rewind is not None or aligner.aligned:
+                        aligned = rewind is None
+                        break
+        finally:
+            buf.pos = pos
+            self._buffered -= pos - first
+        if rewind is not None:
+            self.rewind(ti, rewind)
+        elif aligned:
+            self._cut_aligned(ti)
+
+    def _process_one(self, ti: TaskInstance, env: IncomingMessageEnvelope) -> None:
+        start = time.perf_counter_ns()
+        try:
+            ti.task.process(env, ti.collector, ti.coordinator)
+        except Exception as e:
+            raise TaskError(
+                f"task {ti.name}: process() failed on {env.stream}#{env.partition}@{env.offset}: {e!r}; "
+                f"the message is not checkpointed and will be processed again after a restart"
+            ) from e
+        ti.process_timer.update_ns(time.perf_counter_ns() - start)
+        ti.processed.inc()
+
+    def _hold(self, buf: PartitionBuffer, tag: RecordTag) -> bool:
+        """The buffer is full: hold this partition back if its next record would be buffered, unless the
+        version waits on it (another producer's records behind this one): then buffering goes on."""
+        eos = buf.task.eos
+        assert eos is not None and eos.aligner is not None
+        offset = eos.aligner.offset(buf.ssp, tag.producer)
+        if offset is None or tag.version - offset <= eos.aligner.current_version:
+            return False
+        if any(p == buf.ssp for p, _ in eos.aligner.waiting_for()):
+            return False
+        buf.held = True
+        self._held_by_task.setdefault(buf.task.name, []).append(buf)
+        log.info(
+            "task %s: exactly-once buffer full (task.eos.buffer.max.bytes); pausing %s until version %d is "
+            "aligned",
+            buf.task.name,
+            buf.ssp,
+            eos.aligner.current_version,
+        )
+        return True
+
+    def _cut_aligned(self, ti: TaskInstance) -> None:
+        """Commits every version that is aligned, draining the buffer of each next version into process."""
+        eos = ti.eos
+        assert eos is not None and eos.aligner is not None and eos.buffer is not None
+        aligner = eos.aligner
+        while aligner.aligned:
+            assert self._on_aligned is not None
+            self._on_aligned(ti)
+            for held in self._held_by_task.pop(ti.name, []):
+                held.held = False
+                if held.pending:
+                    self._make_ready(held)
+            for bm in eos.buffer.drain(aligner.current_version):
+                tag = classify(bm.headers)
+                assert type(tag) is RecordTag
+                if aligner.admit_buffered(bm.ssp, tag).action is Action.PROCESS:
+                    env = self._envelope(self._by_ssp[bm.ssp], bm.as_raw())
+                    if env is not None:
+                        self._process_one(ti, env)
+
+    def rewind(self, ti: TaskInstance, rewind: Rewind) -> None:
+        """Takes an exactly-once task back to its last checkpoint: the container drops its open version
+        (stores, sink transaction, buffer), then every input partition is read again from there."""
+        assert self._on_rewind is not None and ti.eos is not None
+        log.warning(
+            "task %s: upstream producer %d restored version %d as generation %d (seen on %s) after this task "
+            "used its voided records; going back to checkpoint version %d",
+            ti.name,
+            rewind.producer,
+            rewind.restored_version,
+            rewind.generation,
+            rewind.partition,
+            rewind.to_version,
+        )
+        self._on_rewind(ti, rewind)
+        self._held_by_task.pop(ti.name, None)
+        for buf in self._by_ssp.values():
+            if buf.task is not ti or buf.tasks is not None:
+                continue
+            self._buffered -= buf.pending
+            buf.messages = []
+            buf.pos = 0
+            buf.held = False
+            if buf in self._ready:
+                self._ready.remove(buf)
+            if buf in self._held:
+                self._held.remove(buf)
+            buf.consumer.seek(buf.tp, ti.offsets[buf.ssp])
+            if buf.paused:
+                buf.consumer.resume([buf.tp])
+                buf.paused = False
 
     def _envelope(self, buf: PartitionBuffer, msg: RawMessage) -> IncomingMessageEnvelope | None:
         """The message decoded, or None when it does not decode (handed to the bad-message policy)."""

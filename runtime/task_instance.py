@@ -12,6 +12,8 @@ from samsa.runtime.task import MessageCollector, RequestScope, StreamTask, has_w
 from samsa.streams import SystemStreamPartition
 
 if TYPE_CHECKING:
+    from samsa.exactly_once.task import EosTask
+    from samsa.kafka import KafkaProducer
     from samsa.runtime.config.config import Config
     from samsa.stores.storage_manager import TaskStorage
 
@@ -122,6 +124,10 @@ class TaskInstance:
         self.next_commit = now + self.commit_interval if self.commit_interval else float("inf")
         self.next_window = now + self.window_interval if self.window_interval else float("inf")
         self.shutdown_voted = False
+        #: Exactly-once: the task's versions, tags and aligner, and its transactional producer (sinks and
+        #: checkpoints); None under at-least-once.
+        self.eos: EosTask | None = None
+        self.sink: KafkaProducer | None = None
 
     def init(self) -> None:
         try:

@@ -113,6 +113,13 @@ class CachedStore(KeyValueStore[K, V]):
         self._write_dirty()
         self.inner.flush()
 
+    def discard(self) -> int:
+        """Drops every cached entry, dirty ones unwritten (an exactly-once rewind); returns how many."""
+        count = len(self._cache)
+        self._cache.clear()
+        self._dirty.clear()
+        return count
+
     def close(self) -> None:
         if self._is_closed:
             return

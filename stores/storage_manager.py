@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samsa.exactly_once.overlay import OverlayStore
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import (
@@ -122,15 +123,32 @@ class TaskStorage:
         self.writers = dict(writers or {})
         #: Called after every flush (e.g. to record how far the stores are).
         self.after_flush: list[Callable[[], None]] = []
+        #: Exactly-once: each store's writes of the open version, reaching the store at `flush` only.
+        self.overlays: dict[str, OverlayStore] = {}
 
     def _all(self) -> list[KeyValueStore[Any, Any]]:
         return [self.writers.get(name, store) for name, store in self.stores.items()]
 
     def flush(self) -> None:
+        """Writes everything the task wrote into its stores (and their changelogs); with overlays, this is
+        the commit of the open version."""
         for store in self._all():
             store.flush()
+        for overlay in self.overlays.values():
+            overlay.commit()
         for hook in self.after_flush:
             hook()
+
+    def discard_uncommitted(self) -> int:
+        """Exactly-once rewind: drops the open version's writes (caches first: they hold some); returns
+        how many distinct keys went."""
+        dropped = 0
+        for name, store in self.stores.items():
+            if name in self.overlays and isinstance(store, CachedStore):
+                dropped += store.discard()
+        for overlay in self.overlays.values():
+            dropped += overlay.discard()
+        return dropped
 
     def close(self) -> None:
         for store in self._all():
@@ -163,6 +181,8 @@ class ContainerStorage:
         #: Container-level stores (a broadcast stream's adjunct store) -> the task whose directory holds the
         #: one engine every task of the container reads; only that task writes it.
         self.shared = dict(shared or {})
+        #: Exactly-once: every store the task writes gets an overlay of its open version's writes.
+        self.uncommitted_overlay = False
         #: Stores whose engine is not the factory's (a bounded adjunct dataset) -> how to open it.
         self.engine_factories = dict(engines or {})
         self.tasks = tasks
@@ -329,20 +349,28 @@ class ContainerStorage:
                 opener = self.engine_factories.get(name, open_engine)
                 engine = context.engines.get(name) or opener(spec, path)
                 context.engines[name] = engine
-                stores[name] = layered[name] = self._layers(engine, spec, task.changelog_partition)
+                overlay = self.uncommitted_overlay and name not in self.read_only
+                stores[name] = layered[name] = self._layers(engine, spec, task.changelog_partition, overlay)
                 if name in self.read_only:
                     writers[name] = stores[name]
                     stores[name] = ReadOnlyStore(writers[name], name, self.read_only[name])
-            out[task.name] = TaskStorage(context, stores, writers)
+            out[task.name] = storage = TaskStorage(context, stores, writers)
+            for name, store in stores.items():
+                below = store.inner if isinstance(store, CachedStore) else store
+                if isinstance(below, SerializedStore) and isinstance(below.inner, OverlayStore):
+                    storage.overlays[name] = below.inner
         return {t.name: out[t.name] for t in self.tasks}
 
     def _layers(
-        self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int
+        self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int, overlay: bool = False
     ) -> KeyValueStore[Any, Any]:
         below: KeyValueStore[bytes, bytes] = engine
         if spec.changelog and CHANGELOG in self.store_backends[spec.name].backup:
             assert self._send is not None, "a logged store needs the changelog producer"
             below = LoggedStore(engine, self._send, spec.changelog.partition(".")[2], partition)
+        if overlay:
+            # Exactly-once: the open version's writes reach the engine and the changelog at its checkpoint.
+            below = OverlayStore(below)
         typed: KeyValueStore[Any, Any] = SerializedStore(
             below, self.serdes.get(spec.key_serde), self.serdes.get(spec.msg_serde)
         )

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from samsa.checkpoint.faults import SimulatedCrash, install_crash_hook
-from samsa.kafka import KafkaProducer
+from samsa.kafka import KafkaConsumer, KafkaProducer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import Container, ContainerHooks
-from samsa.runtime.coordinator import JobCoordinator
+from samsa.runtime.coordinator import JobCoordinator, client_config
 from samsa.runtime.job_model import ContainerModel
 from samsa.runtime.run_loop import PartitionBuffer
+from samsa.streams import SystemStreamPartition
 from samsa.testing.exceptions import SchedulerError
 from samsa.testing.executor import DeterministicExecutor
 from samsa.testing.faults import PROCESSING, BufferedProducer, Crash, Fault, StallCommits
@@ -58,6 +59,8 @@ class _Slot:
     producers: list[BufferedProducer] = field(default_factory=list)
     starts: int = 0
     done: bool = False
+    #: Where the last run stopped, caught up (the inputs' high watermarks at its start).
+    ends: dict[SystemStreamPartition, int] = field(default_factory=dict)
     stalled_until: int = -1
 
     @property
@@ -96,6 +99,7 @@ class DeterministicScheduler:
         self._slots: list[_Slot] = []
         self._current: _Slot | None = None
         self._visits: dict[tuple[int, str, str], int] = {}
+        self._frozen = False  # the clock stands still while exactly-once jobs settle
         self._jobs = 0
 
     # -- setup ------------------------------------------------------------------------------------
@@ -115,14 +119,15 @@ class DeterministicScheduler:
     def run(self) -> list[Event]:
         """Steps every container to its end; returns the trace."""
         with self._crash_hook():
-            while not all(s.done for s in self._slots):
+            while not all(s.done for s in self._slots) or self._reopen():
                 if self.step_no >= self.max_steps:
                     raise SchedulerError(
                         f"seed {self.seed}: not done after {self.max_steps} steps; raise max_steps or look "
                         f"for a container that never catches up (trace tail: {self.trace[-5:]})"
                     )
                 self.step_no += 1
-                self.now += self.rng.randint(0, _MAX_TICK_MS) / 1000
+                if not self._frozen:
+                    self.now += self.rng.randint(0, _MAX_TICK_MS) / 1000
                 self._stall()
                 kind, slot = self.rng.choice(self._options())
                 self._run_one(kind, slot)
@@ -170,6 +175,7 @@ class DeterministicScheduler:
             executor=slot.executor,
             chooser=self._choose,
             producer_factory=lambda config: self._producer(slot, config),
+            version_clock=self.clock,
         )
         slot.container = Container(slot.job, slot.model, until_caught_up=True, hooks=hooks)
         self._event("start", slot, slot.starts)
@@ -181,6 +187,7 @@ class DeterministicScheduler:
         assert container is not None and container.loop is not None
         step = container.loop.step()
         if step is None:
+            slot.ends = container.loop.end_offsets or {}
             container.finish()
             slot.done = True
             self._event("finish", slot)
@@ -204,6 +211,41 @@ class DeterministicScheduler:
         slot.executor = None
         slot.producers = []
 
+    def _reopen(self) -> bool:
+        """All finished: starts again every container whose inputs grew since its run began (a job
+        reading another's output); True when one was."""
+        eos = [slot for slot in self._slots if slot.job.exactly_once]
+        if eos and not self._frozen:
+            # Exactly-once source tasks number their versions by the clock and stopped at different ones:
+            # one more start each, with the clock moved on and then stopped, brings all to the same final
+            # version, which their downstream jobs then align and commit.
+            self._frozen = True
+            self.now += 3600
+            for slot in eos:
+                slot.done = False
+                slot.container = None
+                self._event("reopen", slot)
+            return True
+        reopened = False
+        for slot in self._slots:
+            grown = False
+            for system in sorted({ssp.system for ssp in slot.ends}):
+                consumer = KafkaConsumer(client_config(slot.job, system))
+                try:
+                    grown = grown or any(
+                        consumer.watermarks((ssp.stream, ssp.partition))[1] > end
+                        for ssp, end in slot.ends.items()
+                        if ssp.system == system
+                    )
+                finally:
+                    consumer.close()
+            if grown:
+                slot.done = False
+                slot.container = None
+                reopened = True
+                self._event("reopen", slot)
+        return reopened
+
     def _stall(self) -> None:
         for fault in self.faults:
             if isinstance(fault, StallCommits) and fault.at_step == self.step_no:
@@ -217,7 +259,9 @@ class DeterministicScheduler:
         return self.rng.randrange(len(ready))
 
     def _producer(self, slot: _Slot, config: dict[str, Any]) -> KafkaProducer:
-        producer = BufferedProducer(KafkaProducer(config), self._duplicate)
+        # A transactional producer is idempotent (Kafka requires it): its retries never duplicate a send.
+        duplicate = self._duplicate if not config.get("transactional.id") else (lambda topic: False)
+        producer = BufferedProducer(KafkaProducer(config), duplicate)
         slot.producers.append(producer)
         return producer
 

@@ -88,6 +88,10 @@ class JobConfig:
         self.spark_master: str | None = config.value("deploy.spark.master")
         self.spark_conf: dict[str, str] = config.subset("deploy.spark.conf.")
         self.heartbeat_timeout_ms: int = config.value("deploy.spark.heartbeat.timeout.ms")
+        #: `job.processing.guarantee=exactly_once`: barrier markers, aligned versions, sink transactions.
+        self.exactly_once = config.value("job.processing.guarantee") == "exactly_once"
+        self.eos_buffer_max_bytes: int = config.value("task.eos.buffer.max.bytes")
+        self.eos_barrier_timeout_ms: int = config.value("task.eos.barrier.timeout.ms")
         self._check()
 
     def _adjunct_inputs(self) -> dict[str, SystemStream]:
@@ -203,6 +207,35 @@ class JobConfig:
             offset_default=value(f"{prefix}offset.default") or value(f"{sys_prefix}samza.offset.default"),
         )
 
+    def intermediate(self, stream: SystemStream) -> bool:
+        """`samza.intermediate=true`: the stream links two exactly-once Samsa jobs."""
+        return bool(self.config.value(f"systems.{stream.system}.streams.{stream.stream}.samza.intermediate"))
+
+    def _check_exactly_once(self) -> None:
+        if not self.exactly_once:
+            return
+        if not self.outputs:
+            raise ConfigError(
+                "job.processing.guarantee=exactly_once needs task.outputs: list every <system>.<stream> the "
+                "task sends to (markers go to every partition of the intermediate ones, the others are "
+                "written in transactions)"
+            )
+        broadcast = sorted(
+            {str(p.system_stream) for p in self.broadcast} - {str(s) for s in self.adjunct_inputs.values()}
+        )
+        if broadcast:
+            raise ConfigError(
+                f"task.broadcast.inputs: {', '.join(broadcast)} is broadcast to process(), which "
+                "job.processing.guarantee=exactly_once does not support (every task would align on it); "
+                "feed it to an adjunct store (stores.<s>.adstore.input) or make it a regular input"
+            )
+        for ss in (*self.inputs, *self.outputs):
+            if self.intermediate(ss) and not self.systems[ss.system].kafka_clients:
+                raise ConfigError(
+                    f"systems.{ss.system}.streams.{ss.stream}.samza.intermediate=true: system {ss.system!r} "
+                    "is not a Kafka (or in-memory) system; intermediate streams carry Kafka record headers"
+                )
+
     def _check(self) -> None:
         if len(set(self.inputs)) != len(self.inputs):
             raise ConfigError("task.inputs lists a stream twice; list each <system>.<stream> once")
@@ -211,3 +244,4 @@ class JobConfig:
                 raise ConfigError(
                     f"{ss} names system {ss.system!r}; define systems.{ss.system}.samza.factory"
                 )
+        self._check_exactly_once()

@@ -3,7 +3,6 @@
 from samsa.runtime.config.registry import Key, KeyRegistry
 
 _DURABLE = "durable state arrives with changelogs and state backends"
-_EOS = "exactly-once processing is not built yet"
 
 KEYS = [
     # Job and tasks
@@ -89,10 +88,21 @@ KEYS = [
         "at_least_once, or exactly_once.",
         default="at_least_once",
         choices=("at_least_once", "exactly_once"),
-        values_not_yet={"exactly_once": _EOS},
     ),
-    Key("task.eos.buffer.max.bytes", "int", "On-disk buffer bound per task.", not_yet=_EOS),
-    Key("task.eos.barrier.timeout.ms", "int", "How long a missing marker waits.", not_yet=_EOS),
+    Key(
+        "task.eos.buffer.max.bytes",
+        "int",
+        "On-disk buffer bound per task: beyond it the partitions running ahead are paused.",
+        default="1073741824",
+        minimum=1,
+    ),
+    Key(
+        "task.eos.barrier.timeout.ms",
+        "int",
+        "How long a missing marker waits before it is reported (log line and metric).",
+        default="60000",
+        minimum=1,
+    ),
     Key("job.logged.store.base.dir", "path", "Directory of stores with a backup.", default="./state"),
     Key("job.non-logged.store.base.dir", "path", "Directory of stores without a backup.", default="./state"),
     Key(
@@ -186,8 +196,8 @@ KEYS = [
     Key(
         "systems.<sys>.streams.<stream>.samza.intermediate",
         "bool",
-        "The stream links two exactly-once jobs.",
-        not_yet=_EOS,
+        "true: the stream links two exactly-once Samsa jobs (markers, no broker transactions).",
+        default="false",
     ),
     Key(
         "serializers.registry.<name>.class",

@@ -172,8 +172,6 @@ def test_errors_name_the_partition_and_producer() -> None:
         AlignmentError, match=r"kafka.mid#0: producer 1 restarted .* from version 1, but version 2"
     ):
         a.on_restore(mid(0), RestoreIn(1, 2, 1), 3)
-    with pytest.raises(AlignmentError, match="markers in between are missing"):
-        a.on_marker(mid(0), MarkerIn(1, 1, 4), 4)
     with pytest.raises(AlignmentError, match=r"markers 3\.\.3 are missing"):
         a.classify(mid(0), Tag(1, 1, 4, 1))
     with pytest.raises(AlignmentError, match="generation 3 came before that generation's restore"):
@@ -498,3 +496,20 @@ def test_producers_seen_late_join_without_loss_or_duplicates(
         for pid, _, v, j, _ in rids:
             assert version == v - task.aligner.offset(mid(j), pid)  # type: ignore[operator]
     assert task.stale_dropped | (buffered & total.stale) == total.stale
+
+
+def test_a_marker_closes_every_version_up_to_it() -> None:
+    a = BarrierAligner([mid(0)])
+    hello(a, mid(0), 1)
+    hello(a, mid(0), 2)
+    a.classify(mid(0), Tag(1, 1, 1, 1))
+    assert not a.on_marker(mid(0), MarkerIn(1, 1, 4), 2)  # producer 1 jumped to version 4
+    assert a.on_marker(mid(0), MarkerIn(2, 1, 1), 3)
+    a.advance()
+    assert a.current_version == 2 and not a.aligned  # producer 2 has closed only version 1
+    assert a.classify(mid(0), Tag(1, 1, 5, 2)).action is Action.BUFFER  # version 5: after the jump
+    assert a.on_marker(mid(0), MarkerIn(2, 1, 6), 4)
+    a.advance(limit=3)  # the caller stops below a version with buffered records
+    assert a.current_version == 4 and a.aligned
+    a.advance()  # one step to the highest version all closed: 4 (producer 1's marker)
+    assert a.current_version == 5 and not a.aligned

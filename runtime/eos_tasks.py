@@ -1,0 +1,311 @@
+"""A container's exactly-once tasks: their setup at start, version cuts, rewinds and metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from samsa.checkpoint.model import AnyCheckpoint, CheckpointV2
+from samsa.exactly_once.alignment import BarrierAligner, Rewind
+from samsa.exactly_once.buffer import EosBuffer, buffer_dir
+from samsa.exactly_once.protocol import Producer
+from samsa.exactly_once.task import EosState, EosTask
+from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.runtime import metrics as m
+from samsa.runtime.collector import ExactlyOnceCollector
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import checkpoint_system, client_config
+from samsa.runtime.exceptions import ContainerError
+from samsa.runtime.run_loop import PartitionBuffer
+from samsa.runtime.state import ContainerState
+from samsa.runtime.task_instance import TaskInstance
+from samsa.serde.registry import SerdeRegistry
+from samsa.streams import SystemStream
+
+log = logging.getLogger(__name__)
+
+
+def transactional_id(job: JobConfig, task: str) -> str:
+    """The task's transactional.id: the same at every start, so a new start fences the old one."""
+    return f"samsa-eos-{job.job_key}-{task}"
+
+
+def eos_dir(job: JobConfig, task: str) -> Path:
+    """The task's exactly-once directory (its buffer of early arrivals)."""
+    return job.non_logged_store_dir / job.job_key / "exactly-once" / task.replace(" ", "_").replace("/", "_")
+
+
+class ExactlyOnceTasks:
+    """Sets up and drives the exactly-once side of a container's tasks (docs/exactly-once.md)."""
+
+    def __init__(
+        self,
+        job: JobConfig,
+        state: ContainerState,
+        producers: Mapping[str, KafkaProducer],
+        serdes: SerdeRegistry,
+        new_producer: Callable[[dict[str, Any]], KafkaProducer],
+        registry: m.MetricsRegistry,
+        clock: Callable[[], float],
+        version_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`version_clock` (seconds, the same on every host: wall time) numbers the source tasks' versions."""
+        self.job = job
+        self._state = state
+        self._producers = producers
+        self._serdes = serdes
+        self._new_producer = new_producer
+        self._registry = registry
+        self._clock = clock
+        self._version_clock = version_clock
+        #: Every task's transactional producer (closed with the container's).
+        self.sinks: list[KafkaProducer] = []
+        self._reported: dict[str, float] = {}
+        self._alignment_wait: dict[str, m.Timer] = {}
+
+    # -- start --------------------------------------------------------------------------------------
+    def set_up(self, tasks: Sequence[TaskInstance], checkpoints: Mapping[str, AnyCheckpoint]) -> None:
+        """Before the loop: each task's generation, aligner, buffer, transactional producer and collector."""
+        job = self.job
+        counts = self._partition_counts()
+        grouped = [ss for ss in job.inputs if ss not in {p.system_stream for p in job.broadcast}]
+        job_tasks = max((counts[ss] for ss in grouped), default=0)
+        system = checkpoint_system(job)
+        for ss in job.outputs:
+            if not job.intermediate(ss) and ss.system != system:
+                raise ContainerError(
+                    f"task.outputs: {ss} is an exactly-once sink on system {ss.system!r}, but the "
+                    f"checkpoints are on {system!r}: a sink's records and the checkpoint go in one Kafka "
+                    "transaction, so sinks must be on the checkpoint system (or mark the stream "
+                    "samza.intermediate)"
+                )
+        outputs = {
+            ss: (self._producers[ss.system].send, counts[ss]) for ss in job.outputs if job.intermediate(ss)
+        }
+        for ti in tasks:
+            restored = _restored_state(ti.name, checkpoints.get(ti.name))
+            inputs = [ssp for ssp in ti.offsets if job.intermediate(ssp.system_stream)]
+            aligner: BarrierAligner | None = None
+            buffer: EosBuffer | None = None
+            if inputs:
+                if restored.alignment is not None:
+                    aligner = BarrierAligner.from_dict(restored.alignment, inputs, clock=self._clock)
+                else:
+                    aligner = BarrierAligner(
+                        inputs, clock=self._clock, current_version=restored.committed + 1
+                    )
+                # The crash rule: a checkpoint never passes a buffered record, so what was buffered is read
+                # again from the inputs.
+                buffer = EosBuffer(buffer_dir(eos_dir(job, ti.name)), job.eos_buffer_max_bytes)
+                buffer.clear()
+            eos = EosTask(
+                Producer.of(job.name, job.id, ti.name), job_tasks, restored, outputs, aligner, buffer
+            )
+            eos.committed_offsets = dict(ti.offsets)
+            config = client_config(job, system, "producer")
+            config["transactional.id"] = transactional_id(job, ti.name)
+            sink = self._new_producer(config)
+            self.sinks.append(sink)
+            # Registering the id aborts the open transaction of the task's previous start and fences it.
+            sink.init_transactions()
+            sink.begin_transaction()
+            ti.eos, ti.sink = eos, sink
+            ti.collector = ExactlyOnceCollector(job, self._producers, self._serdes, eos, sink, ti.name)
+            self._state.exactly_once[ti.name] = (eos, sink)
+            self._metrics(ti, eos)
+            log.info(
+                "task %s: exactly-once generation %d from version %d (%s)",
+                ti.name,
+                eos.generation,
+                eos.committed,
+                "aligned on " + ", ".join(sorted({str(p.system_stream) for p in inputs}))
+                if inputs
+                else "source",
+            )
+
+    def mark_inputs(self, buffers: Sequence[PartitionBuffer]) -> None:
+        """Routes the intermediate inputs of aligned tasks through their aligners."""
+        for buf in buffers:
+            eos = buf.task.eos
+            if eos is not None and eos.aligner is not None and buf.handler is None:
+                buf.eos = self.job.intermediate(buf.ssp.system_stream)
+
+    def announce(self, tasks: Sequence[TaskInstance]) -> None:
+        """After the start-up checkpoint made the new generations durable: the restore commands."""
+        for ti in tasks:
+            assert ti.eos is not None
+            ti.eos.send_restore_commands()
+        for producer in self._producers.values():
+            producer.flush()
+
+    # -- versions -----------------------------------------------------------------------------------
+    def commit(self, ti: TaskInstance, advance: bool) -> None:
+        """Checkpoints the task: with `advance`, cuts its open version (then sends its markers); without,
+        re-commits the last version (a new generation at start or after a rewind)."""
+        eos = ti.eos
+        assert eos is not None
+        start = time.perf_counter_ns()
+        if advance:
+            offsets, state = eos.cut(ti.offsets, self._clock_version(), ti.processed.value)
+        else:
+            offsets, state = dict(eos.committed_offsets), eos.state()
+        self._state.pending_eos[ti.name] = state
+        self._state.commit_managers[ti.name].commit(offsets, wait=True, requested=True)
+        eos.committed_offsets = offsets
+        if advance:
+            eos.send_markers()
+            if eos.aligner is not None:
+                self._alignment_wait[ti.name].update_ns(int(eos.aligner.last_alignment_wait * 1e9))
+        ti.committed(time.perf_counter_ns() - start)
+        if ti.commit_interval:
+            ti.next_commit = self._clock() + ti.commit_interval  # the container's clock, maybe virtual
+
+    def cut_source(self, ti: TaskInstance) -> None:
+        """A source task's commit timer (or request, or stop): cuts its version unless it is idle and the
+        clock's version has not moved past its last (an idle task keeps pace with the clock, no faster)."""
+        eos = ti.eos
+        assert eos is not None and eos.aligner is None
+        if eos.idle(ti.processed.value) and self._clock_version() <= eos.committed:
+            if ti.commit_interval:
+                ti.next_commit = self._clock() + ti.commit_interval
+            return
+        self.commit(ti, advance=True)
+
+    def _clock_version(self) -> int:
+        interval = self.job.commit_ms
+        return int(self._version_clock() * 1000 // interval) if interval > 0 else 0
+
+    def abort_open(self, ti: TaskInstance) -> None:
+        """At a stop without a cut (an aligned task between barriers): its open version's sink records go;
+        the next start reads those inputs again."""
+        if ti.sink is not None:
+            ti.sink.abort_transaction()
+
+    def rewind(self, ti: TaskInstance, rewind: Rewind) -> None:
+        """Back to the last checkpoint: the open version's store writes, sink records and buffered records
+        go, inputs restart at the checkpointed offsets, a new generation says so downstream."""
+        eos, sink = ti.eos, ti.sink
+        assert eos is not None and sink is not None and eos.buffer is not None
+        dropped = ti.storage.discard_uncommitted()
+        sink.abort_transaction()
+        sink.begin_transaction()
+        eos.buffer.clear()
+        ti.offsets.clear()
+        ti.offsets.update(eos.committed_offsets)
+        eos.rewound()
+        self.commit(ti, advance=False)
+        eos.send_restore_commands()
+        log.info(
+            "task %s: rewound to version %d (%d uncommitted store keys dropped); generation %d",
+            ti.name,
+            rewind.to_version,
+            dropped,
+            eos.generation,
+        )
+
+    def check_barriers(self, ti: TaskInstance) -> None:
+        """On the task's commit timer: name the upstream producers a barrier has waited on too long."""
+        eos = ti.eos
+        if eos is None or eos.aligner is None:
+            return
+        wait = eos.aligner.alignment_wait()
+        if wait * 1000 < self.job.eos_barrier_timeout_ms:
+            return
+        now = self._clock()
+        if now - self._reported.get(ti.name, float("-inf")) < self.job.eos_barrier_timeout_ms / 1000:
+            return
+        self._reported[ti.name] = now
+        missing = eos.aligner.waiting_for()
+        log.warning(
+            "task %s: version %d has waited %.1f s (task.eos.barrier.timeout.ms=%d) for markers of: %s; "
+            "processing of the later versions waits (buffered on disk) until they come",
+            ti.name,
+            eos.aligner.current_version,
+            wait,
+            self.job.eos_barrier_timeout_ms,
+            ", ".join(
+                f"{p} from {'an unseen producer' if q is None else f'producer {q}'}" for p, q in missing
+            ),
+        )
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _partition_counts(self) -> dict[SystemStream, int]:
+        streams = {*self.job.inputs, *(ss for ss in self.job.outputs if self.job.intermediate(ss))}
+        out: dict[SystemStream, int] = {}
+        for system in sorted({ss.system for ss in streams}):
+            admin = KafkaAdmin(client_config(self.job, system))
+            try:
+                wanted = [ss for ss in streams if ss.system == system]
+                counts = admin.partition_counts(ss.stream for ss in wanted)
+            finally:
+                admin.close()
+            for ss in wanted:
+                count = counts.get(ss.stream)
+                if not count:
+                    raise ContainerError(f"stream {ss} does not exist; create it (or let the job create it)")
+                out[ss] = count
+        return out
+
+    def _metrics(self, ti: TaskInstance, eos: EosTask) -> None:
+        r, labels = self._registry, {"task": ti.name}
+        r.gauge_fn(
+            m.EOS_VERSIONS_COMMITTED,
+            "Exactly-once versions the task committed since start",
+            labels,
+            lambda: eos.versions_committed,
+        )
+        r.gauge_fn(m.EOS_REWINDS, "Rewinds to the last checkpoint since start", labels, lambda: eos.rewinds)
+        aligner, buffer = eos.aligner, eos.buffer
+        if aligner is None or buffer is None:
+            return
+        r.gauge_fn(
+            m.EOS_BUFFERED_MESSAGES, "Early arrivals buffered on disk", labels, lambda: buffer.messages
+        )
+        r.gauge_fn(
+            m.EOS_BUFFERED_BYTES,
+            "Bytes of early arrivals buffered on disk",
+            labels,
+            lambda: buffer.bytes_used,
+        )
+        r.gauge_fn(
+            m.EOS_DUPLICATES_DROPPED,
+            "Duplicate records dropped (already seen sequence, or a committed version)",
+            labels,
+            lambda: aligner.duplicates_dropped,
+        )
+        r.gauge_fn(
+            m.EOS_STALE_DROPPED,
+            "Records of restarted upstream generations dropped (voided by a restore command)",
+            labels,
+            lambda: aligner.stale_dropped,
+        )
+        r.gauge_fn(
+            m.EOS_BARRIER_MISSING,
+            "Upstream (partition, producer) pairs the barrier waits for beyond task.eos.barrier.timeout.ms",
+            labels,
+            lambda: (
+                len(aligner.waiting_for())
+                if aligner.alignment_wait() * 1000 >= self.job.eos_barrier_timeout_ms
+                else 0
+            ),
+        )
+        self._alignment_wait[ti.name] = r.timer(
+            m.EOS_ALIGNMENT_WAIT_SECONDS,
+            "From the first marker of a version to its last, per version",
+            labels,
+        )
+
+
+def _restored_state(task: str, checkpoint: AnyCheckpoint | None) -> EosState:
+    if isinstance(checkpoint, CheckpointV2) and checkpoint.exactly_once is not None:
+        return EosState.from_dict(checkpoint.exactly_once, task)
+    if checkpoint is not None and checkpoint.offsets:
+        log.warning(
+            "task %s: its checkpoint has no exactly-once state (written under at-least-once?): starting at "
+            "version 1 from its offsets",
+            task,
+        )
+    return EosState()
