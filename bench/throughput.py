@@ -2,6 +2,8 @@
 
 Prints figures; it is not a test. `python bench/throughput.py --messages 300000` (see bench/README.md).
 With `--changelog`, the store is changelog-backed and the raw loop also produces one changelog record per put.
+With `--guarantee exactly_once` the Samsa runs use `job.processing.guarantee=exactly_once`; with `both`, each
+Samsa variant runs under both guarantees and the exactly-once/at-least-once throughput ratio is printed.
 """
 
 from __future__ import annotations
@@ -26,15 +28,18 @@ from rocksdict import Options, Rdict
 
 from samsa.examples.wordcount.demo import read_counts, wordcount_command
 from samsa.examples.wordcount.generator import produce_words
-from samsa.kafka import KafkaAdmin
+from samsa.kafka import OFFSET_BEGINNING as FROM_START
+from samsa.kafka import KafkaAdmin, KafkaConsumer
 from samsa.kafka.config import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from samsa.kafka.embedded import EmbeddedBroker
+from samsa.serde.registry import SerdeRegistry
 from samsa.stores.changelog.settings import ChangelogSettings
 
 JOB = Path(__file__).resolve().parent.parent / "examples" / "wordcount" / "job.yaml"
 PARTITIONS = 4
 LONG = struct.Struct(">q")  # samsa's `long` serde: 8-byte big-endian
 BATCH = 2000  # messages per consume() call, as Samsa's run loop asks
+EXACTLY_ONCE = "job.processing.guarantee=exactly_once"
 
 
 @dataclass
@@ -152,37 +157,80 @@ def output_count(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def committed_output(bootstrap: str, topic: str) -> tuple[int, dict[str, int]]:
+    """Records of `topic` a read_committed consumer sees, and the last count per word among them.
+
+    An exactly-once sink's partitions end with transaction markers, which take offsets but are never
+    delivered: read up to each partition's end by the consumer's position, not by the last record's offset.
+    """
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
+    long_serde = SerdeRegistry({}).get("long")
+    try:
+        ends = {(topic, p): consumer.watermarks((topic, p))[1] for p in range(PARTITIONS)}
+        ends = {tp: end for tp, end in ends.items() if end > 0}
+        consumer.assign({tp: FROM_START for tp in ends})
+        total, counts = 0, {}
+        deadline = time.monotonic() + 60
+        while any(consumer.position([tp]).get(tp, -1) < end for tp, end in ends.items()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: not read to its end offsets {ends} within 60 s")
+            for msg in consumer.consume(BATCH, 0.1):
+                total += 1
+                key, value = msg.key(), msg.value()
+                if key is not None and value is not None:
+                    counts[key.decode()] = long_serde.from_bytes(value)
+        return total, counts
+    finally:
+        consumer.close()
+
+
+@dataclass
+class Side:
+    """One measured side: its name in the output, its run (to a given output topic), its topics' prefix."""
+
+    name: str
+    run: Callable[[str], Timing]
+    out_prefix: str
+    committed: bool = False  # an exactly-once sink: counted and read as a read_committed consumer sees it
+
+
 def measure(
-    name: str,
-    run: Callable[[str], Timing],
+    sides: list[Side],
     bootstrap: str,
     admin: KafkaAdmin,
     expected: dict[str, int],
     n: int,
-    out_prefix: str,
     repeat: int,
-) -> Timing:
-    """Run `repeat` times, each to a fresh output topic; check the output; return the median timing."""
-    timings: list[Timing] = []
+) -> list[Timing]:
+    """Run each side `repeat` times, each to a fresh output topic; check the output; return each side's
+    median timing. Several sides take turns (run i of each before any run i + 1), so that a busy spell of
+    the machine falls on all of them alike."""
+    timings: list[list[Timing]] = [[] for _ in sides]
     for i in range(repeat):
-        out_topic = f"{out_prefix}-{i}"
-        admin.ensure_topic(out_topic, PARTITIONS)
-        t = run(out_topic)
-        got = output_count(bootstrap, out_topic)
-        counts = read_counts(bootstrap, out_topic, PARTITIONS)
-        if got != n or counts != expected:
-            raise RuntimeError(
-                f"{name} run {i}: {got} output messages (want {n}); final counts ok: {counts == expected}"
+        for side, done in zip(sides, timings, strict=True):
+            out_topic = f"{side.out_prefix}-{i}"
+            admin.ensure_topic(out_topic, PARTITIONS)
+            t = side.run(out_topic)
+            if side.committed:
+                got, counts = committed_output(bootstrap, out_topic)
+            else:
+                got = output_count(bootstrap, out_topic)
+                counts = read_counts(bootstrap, out_topic, PARTITIONS)
+            if got != n or counts != expected:
+                raise RuntimeError(
+                    f"{side.name} run {i}: {got} output messages (want {n}); "
+                    f"final counts ok: {counts == expected}"
+                )
+            logged = "" if t.changelog_records is None else f", {t.changelog_records} changelog records OK"
+            print(
+                f"  {side.name} run {i}: {n / t.end_to_end:>9,.0f} msg/s end-to-end ({t.end_to_end:.2f} s), "
+                f"{n / t.steady:>9,.0f} msg/s steady ({t.steady:.2f} s); {got} outputs OK{logged}"
             )
-        logged = "" if t.changelog_records is None else f", {t.changelog_records} changelog records OK"
-        print(
-            f"  {name} run {i}: {n / t.end_to_end:>9,.0f} msg/s end-to-end ({t.end_to_end:.2f} s), "
-            f"{n / t.steady:>9,.0f} msg/s steady ({t.steady:.2f} s); {got} outputs OK{logged}"
-        )
-        timings.append(t)
-    return Timing(
-        statistics.median(t.end_to_end for t in timings), statistics.median(t.steady for t in timings)
-    )
+            done.append(t)
+    return [
+        Timing(statistics.median(t.end_to_end for t in ts), statistics.median(t.steady for t in ts))
+        for ts in timings
+    ]
 
 
 def main() -> int:
@@ -197,6 +245,12 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="echo the Samsa job's log")
     parser.add_argument(
         "--changelog", action="store_true", help="changelog-backed store; the raw loop produces it too"
+    )
+    parser.add_argument(
+        "--guarantee",
+        choices=("at_least_once", "exactly_once", "both"),
+        default="at_least_once",
+        help="the Samsa runs' job.processing.guarantee; both: each variant under both, and their ratio",
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
@@ -258,32 +312,49 @@ def main() -> int:
 
         also = ", + a changelog record per put" if args.changelog else ""
         print(f"(a) raw confluent-kafka + rocksdict loop: RocksDB get + put per message{also}")
-        a = measure("raw", raw, bootstrap, admin, expected, n, f"raw-out-{run_id}", args.repeat)
+        (a,) = measure([Side("raw", raw, f"raw-out-{run_id}")], bootstrap, admin, expected, n, args.repeat)
         # (b) as a user runs it (Samza's default object cache on the store); (b0) with the cache off, so
         # every get and put reaches RocksDB as in (a): the framework's own cost, nothing saved by caching.
-        variants = {"b": args.samsa_config, "b0": [*args.samsa_config, "stores.counts.object.cache.size=0"]}
+        base = {"b": args.samsa_config, "b0": [*args.samsa_config, "stores.counts.object.cache.size=0"]}
+        # Under `both`, a variant's at-least-once and exactly-once runs take turns, so that the machine's
+        # busy spells (other processes on 2 cores) fall on both guarantees alike.
         results = {}
-        for label, extra in variants.items():
-            shown = f" with {', '.join(extra)}" if extra else " (default config)"
-            print(f"({label}) samsa word count, RocksDB store, {args.containers} container(s){shown}")
-            results[label] = measure(
-                f"samsa {label}",
-                samsa(extra),
-                bootstrap,
-                admin,
-                expected,
-                n,
-                f"samsa-{label}-{run_id}",
-                args.repeat,
-            )
+        for label, extra in base.items():
+            variants: dict[str, list[str]] = {}
+            if args.guarantee in ("at_least_once", "both"):
+                variants[label] = extra
+            if args.guarantee in ("exactly_once", "both"):
+                variants[f"{label}-eos"] = [*extra, EXACTLY_ONCE]
+            for name, config in variants.items():
+                shown = f" with {', '.join(config)}" if config else " (default config)"
+                print(f"({name}) samsa word count, RocksDB store, {args.containers} container(s){shown}")
+            sides = [
+                Side(f"samsa {name}", samsa(config), f"samsa-{name}-{run_id}", EXACTLY_ONCE in config)
+                for name, config in variants.items()
+            ]
+            medians = measure(sides, bootstrap, admin, expected, n, args.repeat)
+            results.update(zip(variants, medians, strict=True))
         logged = ", changelog on" if args.changelog else ""
+        width = max(9, *(len(f"samsa {k}") + 1 for k in results))
         print(f"\nmedian of {args.repeat} run(s), {n:,} messages{logged}:")
-        print(f"  {'':<9}{'end-to-end msg/s':>18}{'steady msg/s':>16}")
+        print(f"  {'':<{width}}{'end-to-end msg/s':>18}{'steady msg/s':>16}")
         for name, t in (("raw (a)", a), *((f"samsa {k}", v) for k, v in results.items())):
-            print(f"  {name:<9}{n / t.end_to_end:>18,.0f}{n / t.steady:>16,.0f}")
+            print(f"  {name:<{width}}{n / t.end_to_end:>18,.0f}{n / t.steady:>16,.0f}")
         for label, t in results.items():
             ratios = f"{a.end_to_end / t.end_to_end:>18.2f}{a.steady / t.steady:>16.2f}"
-            print(f"  {label + '/a':<9}{ratios}   (target >= 0.7)")
+            print(f"  {label + '/a':<{width}}{ratios}   (target >= 0.7)")
+        if args.guarantee == "both":
+            for label in base:
+                alos, eos = results[label], results[f"{label}-eos"]
+                # msg/s under exactly-once divided by msg/s under at-least-once = ALOS time / EOS time.
+                ratios = f"{alos.end_to_end / eos.end_to_end:>18.2f}{alos.steady / eos.steady:>16.2f}"
+                print(f"  {label + '-eos/' + label:<{width}}{ratios}   (target >= 0.9)")
+            b, b_eos = results["b"], results["b-eos"]
+            print(f"\nexactly-once/at-least-once ratio: {b.steady / b_eos.steady:.2f}")
+            print(
+                f"  (steady msg/s of (b) under each guarantee, default config; end-to-end: "
+                f"{b.end_to_end / b_eos.end_to_end:.2f}; target >= 0.9)"
+            )
         return 0
     finally:
         names = [t for t in admin.metadata().topics if run_id in t]
