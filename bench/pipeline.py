@@ -70,6 +70,34 @@ def produce_lines(bootstrap: str, topic: str, lines: list[str], partitions: int)
         producer.close()
 
 
+class Feeder(threading.Thread):
+    """Produces the lines at `rate` lines/s (round-robin, as `produce_lines`) while the jobs run."""
+
+    def __init__(self, bootstrap: str, topic: str, lines: list[str], partitions: int, rate: float) -> None:
+        super().__init__(name="feeder", daemon=True)
+        self.args = (bootstrap, topic, lines, partitions)
+        self.rate = rate
+        self.done_at: float | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, lines, partitions = self.args
+        try:
+            producer = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+            started = time.monotonic()
+            for i, line in enumerate(lines):
+                producer.send(topic, line.encode(), partition=i % partitions)
+                if i % 100 == 99:  # on schedule, 100 lines at a time
+                    ahead = started + (i + 1) / self.rate - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)
+            producer.flush()
+            producer.close()
+            self.done_at = time.monotonic()
+        except BaseException as e:  # shown by the main thread
+            self.error = e
+
+
 @dataclass
 class Topics:
     lines: str
@@ -332,15 +360,17 @@ def run_pipeline(
     bootstrap: str,
     work: Path,
     run_id: str,
-    lines_topic: str,
+    lines_topic: str | None,
+    lines: list[str],
     truth: Counter[str],
     guarantee: str,
 ) -> Result | None:
-    """Both jobs under `guarantee` on fresh topics (but the shared input) until the sink holds every final
-    count; prints the figures and the check. None when a job failed or the run timed out."""
+    """Both jobs under `guarantee` on fresh topics until the sink holds every final count; prints the
+    figures and the check. The input is `lines_topic`, filled beforehand, or (None, with --rate) a fresh
+    topic that `lines` are fed into at the rate while the jobs run. None when a job failed or timed out."""
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     topics = Topics(
-        lines_topic,
+        lines_topic or f"lines-{run_id}",
         f"words-{run_id}",
         f"counts-{run_id}",
         None if args.no_changelog else f"counts-changelog-{run_id}",
@@ -349,7 +379,10 @@ def run_pipeline(
     jobs: list[Job] = []
     sink: SinkReader | None = None
     scraper: AlignmentScraper | None = None
+    feeder: Feeder | None = None
     try:
+        if lines_topic is None:
+            admin.ensure_topic(topics.lines, args.partitions)
         admin.ensure_topic(topics.words, args.partitions)
         admin.ensure_topic(topics.counts, args.partitions)
         if topics.changelog is not None:
@@ -384,12 +417,18 @@ def run_pipeline(
         # for the markers of the highest from the tasks that stopped below it.)
         jobs.append(Job("split", files["split"], env, args.verbose))
         jobs.append(Job("count", files["count"], env, args.verbose))
+        if lines_topic is None:
+            feeder = Feeder(bootstrap, topics.lines, lines, args.partitions, args.rate)
+            feeder.start()
         deadline = started + args.timeout
         last_report = started
         while sink.poll() < words:
             now = time.monotonic()
-            if any(job.proc.poll() is not None for job in jobs) or now > deadline:
+            fed = feeder is None or feeder.error is None
+            if any(job.proc.poll() is not None for job in jobs) or now > deadline or not fed:
                 why = f"timed out after {args.timeout:.0f} s" if now > deadline else "a job exited"
+                if feeder is not None and feeder.error is not None:
+                    why = f"the feeder failed: {feeder.error!r}"
                 print(f"FAILED: {why} with {sink.total:,} of {words:,} sink records committed")
                 for job in jobs:
                     print(f"  {job.name}: exit code {job.proc.poll()}\n{job.tail()}{job.where()}")
@@ -407,6 +446,11 @@ def run_pipeline(
         both_running = max((job.running_at for job in jobs if job.running_at is not None), default=started)
         result = Result(done - started, done - both_running, False)
         report(args, words, len(truth), result, scraper, guarantee == "exactly_once")
+        if feeder is not None and feeder.done_at is not None:
+            print(
+                f"  fed at {args.rate:,.0f} lines/s for {feeder.done_at - started:.1f} s; last line fed -> "
+                f"final counts committed in the sink: {done - feeder.done_at:.2f} s"
+            )
         exact = sink.total == words and not sink.wrong and sink.last == dict(truth)
         bad = {w: (sink.last.get(w), n) for w, n in truth.items() if sink.last.get(w) != n}
         check = "exactly-once check" if guarantee == "exactly_once" else "count check"
@@ -450,9 +494,10 @@ def report(
     print(f"{args.lines:,} lines, {words:,} words, {distinct:,} distinct words:")
     print(f"  end to end (both jobs started -> every final count committed in the sink): {total_s:.2f} s")
     print(f"  steady (both jobs running tasks -> every final count committed in the sink): {steady_s:.2f} s")
+    paced = f" (input fed at {args.rate:,.0f} lines/s: this is not the capacity)" if args.rate else ""
     print(
         f"pipeline throughput: {words / total_s:,.0f} words/s, "
-        f"{args.lines / total_s:,.0f} lines/s (end to end)"
+        f"{args.lines / total_s:,.0f} lines/s (end to end){paced}"
     )
     print(f"  steady: {words / steady_s:,.0f} words/s, {args.lines / steady_s:,.0f} lines/s")
     if not exactly_once:
@@ -498,6 +543,12 @@ def main() -> int:
         "--samsa-config", action="append", default=[], metavar="KEY=VALUE", help="extra config for both jobs"
     )
     parser.add_argument("--metrics-port", type=int, help="job 2's Prometheus port (default: a free one)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="feed the lines at this many lines/s while the jobs run (default: all before the start)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=600, help="give up after this many seconds")
     parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
@@ -510,20 +561,28 @@ def main() -> int:
     run_id = f"pipe{int(time.time())}"
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     try:
-        lines_topic = f"lines-{run_id}"
-        admin.ensure_topic(lines_topic, args.partitions)
         started = time.monotonic()
         lines, truth = make_lines(args.lines, args.vocabulary, args.seed)
-        produce_lines(bootstrap, lines_topic, lines, args.partitions)
-        del lines
-        print(
-            f"produced {args.lines:,} lines ({sum(truth.values()):,} words, {len(truth):,} distinct) to "
-            f"{lines_topic} ({args.partitions} partitions) in {time.monotonic() - started:.1f} s"
-        )
+        lines_topic: str | None = None
+        if args.rate:
+            print(
+                f"{args.lines:,} lines ({sum(truth.values()):,} words, {len(truth):,} distinct), fed at "
+                f"{args.rate:,.0f} lines/s while the jobs run ({args.partitions} partitions)"
+            )
+        else:
+            lines_topic = f"lines-{run_id}"
+            admin.ensure_topic(lines_topic, args.partitions)
+            produce_lines(bootstrap, lines_topic, lines, args.partitions)
+            print(
+                f"produced {args.lines:,} lines ({sum(truth.values()):,} words, {len(truth):,} distinct) to "
+                f"{lines_topic} ({args.partitions} partitions) in {time.monotonic() - started:.1f} s"
+            )
         guarantees = ("at_least_once", "exactly_once") if args.guarantee == "both" else (args.guarantee,)
         results = {}
         for i, guarantee in enumerate(guarantees):
-            result = run_pipeline(args, bootstrap, work, f"{run_id}-{i}", lines_topic, truth, guarantee)
+            result = run_pipeline(
+                args, bootstrap, work, f"{run_id}-{i}", lines_topic, lines, truth, guarantee
+            )
             if result is None or not result.ok:
                 return 1
             results[guarantee] = result
