@@ -98,10 +98,11 @@ class ExactlyOnceCollector(OutputCollector):
     def send(self, message: OutgoingMessage) -> None:
         send, raw_key, raw_value = self._encoded(message)
         self._eos.sends += 1
-        ss = SystemStream(message.system, message.stream)
-        if ss not in self._eos.outputs:
+        # SystemStream is a NamedTuple: a plain tuple finds it, without building one per sink record.
+        if (message.system, message.stream) not in self._eos.outputs:
             send(message.stream, raw_value, raw_key, message.partition, message.headers, message.timestamp)
             return
+        ss = SystemStream(message.system, message.stream)
         partition = self._eos.partition_of(ss, raw_key, message.partition)
         headers = [*(message.headers or ()), self._eos.tag(message.stream, partition)]
         send(message.stream, raw_value, raw_key, partition, headers, message.timestamp)

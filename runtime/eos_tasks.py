@@ -23,6 +23,7 @@ from samsa.runtime.run_loop import PartitionBuffer
 from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.registry import SerdeRegistry
+from samsa.stores.storage_manager import task_dir_name
 from samsa.streams import SystemStream
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def transactional_id(job: JobConfig, task: str) -> str:
 
 def eos_dir(job: JobConfig, task: str) -> Path:
     """The task's exactly-once directory (its buffer of early arrivals)."""
-    return job.non_logged_store_dir / job.job_key / "exactly-once" / task.replace(" ", "_").replace("/", "_")
+    return job.non_logged_store_dir / job.job_key / "exactly-once" / task_dir_name(task)
 
 
 class ExactlyOnceTasks:
@@ -114,7 +115,7 @@ class ExactlyOnceTasks:
             sink.begin_transaction()
             ti.eos, ti.sink = eos, sink
             ti.collector = ExactlyOnceCollector(job, self._producers, self._serdes, eos, sink, ti.name)
-            self._state.exactly_once[ti.name] = (eos, sink)
+            self._state.transactions[ti.name] = sink
             self._metrics(ti, eos)
             log.info(
                 "task %s: exactly-once generation %d from version %d (%s)",
@@ -168,11 +169,8 @@ class ExactlyOnceTasks:
         clock's version has not moved past its last (an idle task keeps pace with the clock, no faster)."""
         eos = ti.eos
         assert eos is not None and eos.aligner is None
-        if eos.idle(ti.processed.value) and self._clock_version() <= eos.committed:
-            if ti.commit_interval:
-                ti.next_commit = self._clock() + ti.commit_interval
-            return
-        self.commit(ti, advance=True)
+        if not eos.idle(ti.processed.value) or self._clock_version() > eos.committed:
+            self.commit(ti, advance=True)
 
     def _clock_version(self) -> int:
         interval = self.job.commit_ms

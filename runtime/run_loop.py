@@ -270,19 +270,19 @@ class RunLoop:
             # An exactly-once cut or rewind reordered the queue (held partitions back, inputs re-read).
             index = next((i for i, b in enumerate(ready) if b is buf), -1)
         if index < 0:
-            pass
-        elif buf.held:
+            pass  # a rewind took it out of the queue: its partition is read again from the checkpoint
+        elif buf.held or buf.pos >= len(buf.messages):
             del ready[index]
-            if not buf.paused:
-                buf.consumer.pause([buf.tp])
-                buf.paused = True
-        elif buf.pos >= len(buf.messages):
-            del ready[index]
-            buf.messages = []
-            buf.pos = 0
-            if buf.paused:
-                buf.consumer.resume([buf.tp])
-                buf.paused = False
+            if buf.held:
+                if not buf.paused:
+                    buf.consumer.pause([buf.tp])
+                    buf.paused = True
+            else:
+                buf.messages = []
+                buf.pos = 0
+                if buf.paused:
+                    buf.consumer.resume([buf.tp])
+                    buf.paused = False
         elif rotate and len(ready) > 1:
             ready.rotate(-1)
         if self._bootstrapping and buf.bootstrap:

@@ -13,7 +13,7 @@ from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
-from samsa.exactly_once.task import EosState, EosTask
+from samsa.exactly_once.task import EosState
 from samsa.kafka import KafkaAdmin, KafkaProducer
 from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
@@ -192,8 +192,8 @@ class ContainerState:
         self.storage.uncommitted_overlay = job.exactly_once
         self._pool: Executor = executor or ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
         self.commit_managers: dict[str, TaskCommitManager] = {}
-        #: Exactly-once tasks: their state and transactional producer, which writes their checkpoints.
-        self.exactly_once: dict[str, tuple[EosTask, KafkaProducer]] = {}
+        #: Exactly-once tasks' transactional producers: their checkpoints go in the task's transaction.
+        self.transactions: dict[str, KafkaProducer] = {}
         #: The exactly-once state the task's commit in progress checkpoints.
         self.pending_eos: dict[str, EosState] = {}
 
@@ -296,13 +296,12 @@ class ContainerState:
     def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
         def write(result: CommitResult) -> None:
             v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result))
-            eos = self.exactly_once.get(task_name)
-            if eos is None:
+            sink = self.transactions.get(task_name)
+            if sink is None:
                 v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers)
                 self._checkpoints.commit(task_name, self._write_versions, v1, v2)
                 return
             # Exactly-once: the checkpoint commits in the task's transaction, with its sink records.
-            _, sink = eos
             state = self.pending_eos.pop(task_name)
             v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers, state.to_dict())
             self._checkpoints.write_versions(task_name, self._write_versions, v1, v2, producer=sink)
