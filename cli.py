@@ -58,6 +58,17 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     from samsa.runtime.container import Container
     from samsa.runtime.coordinator import JobCoordinator
 
+    container: Container | None = None
+    stop_requested = False
+
+    def stop() -> None:
+        nonlocal stop_requested
+        stop_requested = True
+        if container is not None:
+            container.stop()
+
+    # Set before the container exists: a stop while it starts ends the start instead of killing the process.
+    install_stop_handlers(stop)
     coordinator = JobCoordinator(job)
     if args.from_supervisor:
         model = coordinator.read_model()
@@ -68,7 +79,9 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     else:
         model = coordinator.prepare()
     container = Container(job, model.container(args.container_id), until_caught_up=args.until_caught_up)
-    install_stop_handlers(container.stop)
+    if stop_requested:
+        log.info("container %s: stopped before it started", args.container_id)
+        return 0
     container.run()
     return 0
 

@@ -174,6 +174,18 @@ class _Committed(NamedTuple):
     tasks: dict[tuple[SystemStream, int], int]
 
 
+def fenced(fences: list[tuple[int, int]], generation: int, version: int) -> bool:
+    """Whether a producer's record of (`generation`, `version`) is void: a later generation of it restored a
+    version below. `fences`: its (generation, restored version) pairs, sorted."""
+    if generation >= fences[-1][0]:
+        return False
+    # Restored versions never decrease with generations: the first later fence is the tightest.
+    for fence_generation, restored in fences:
+        if fence_generation > generation:
+            return version > restored
+    return False
+
+
 class BarrierAligner:
     """One task's alignment state over its intermediate input partitions (module docstring)."""
 
@@ -478,13 +490,8 @@ class BarrierAligner:
 
     def _is_stale(self, producer: int, generation: int, version: int) -> bool:
         fences = self._fences.get(producer)
-        if fences is not None and generation < fences[-1][0]:
-            # Restored versions never decrease with generations: the first later fence is the tightest.
-            for fence_generation, restored in fences:
-                if fence_generation > generation:
-                    if version > restored:
-                        return True
-                    break
+        if fences is not None and fenced(fences, generation, version):
+            return True
         final = self._retired.get(producer)
         return final is not None and version > final
 

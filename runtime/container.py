@@ -566,17 +566,6 @@ class Container:
                 clock=self._clock,
             )
             self._adjunct_starts = self._prepare_adjunct_stores()
-            self._phase = "restoring"
-            try:
-                storages = self._state.start(checkpoints, self._restore_stop, self.registry)
-            except RestoreInterrupted:
-                if not self._stop_requested:
-                    raise
-                log.info("stopped while restoring; nothing processed, nothing committed")
-                self._bootstrapped()
-                self._release(failed=False)
-                return None
-            self._build_tasks(checkpoints, storages)
             if self.job.exactly_once:
                 self._eos = ExactlyOnceTasks(
                     self.job,
@@ -588,6 +577,19 @@ class Container:
                     self._clock,
                     self._hooks.version_clock,
                 )
+                self._eos.abort_changelogs(checkpoints)
+            self._phase = "restoring"
+            try:
+                storages = self._state.start(checkpoints, self._restore_stop, self.registry)
+            except RestoreInterrupted:
+                if not self._stop_requested:
+                    raise
+                log.info("stopped while restoring; nothing processed, nothing committed")
+                self._bootstrapped()
+                self._release(failed=False)
+                return None
+            self._build_tasks(checkpoints, storages)
+            if self._eos is not None:
                 self._eos.set_up(self._tasks, checkpoints)
             sources = self._buffers()
             if self._eos is not None:

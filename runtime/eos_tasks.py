@@ -11,9 +11,11 @@ from typing import Any
 from samsa.checkpoint.model import AnyCheckpoint, CheckpointV2
 from samsa.exactly_once.alignment import BarrierAligner, Rewind
 from samsa.exactly_once.buffer import EosBuffer, buffer_dir
+from samsa.exactly_once.changelog import abort_record, commit_record, write_headers
 from samsa.exactly_once.protocol import Producer
 from samsa.exactly_once.task import EosState, EosTask
 from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka.message import Headers
 from samsa.runtime import metrics as m
 from samsa.runtime.collector import ExactlyOnceCollector
 from samsa.runtime.config.job import JobConfig
@@ -24,7 +26,7 @@ from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.storage_manager import task_dir_name
-from samsa.streams import SystemStream
+from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +68,20 @@ class ExactlyOnceTasks:
         self.sinks: list[KafkaProducer] = []
         self._reported: dict[str, float] = {}
         self._alignment_wait: dict[str, m.Timer] = {}
+        self._changelogs: dict[str, list[SystemStreamPartition]] = {}
 
     # -- start --------------------------------------------------------------------------------------
+    def abort_changelogs(self, checkpoints: Mapping[str, AnyCheckpoint]) -> None:
+        """Before the restore: each task's abort record (its coming generation, its checkpointed version)
+        on its changelogs, so that writes of an older start landing after it are void (a zombie's)."""
+        job = self.job
+        for task in self._state.storage.contexts:
+            restored = _restored_state(task, checkpoints.get(task))
+            identity = Producer.of(job.name, job.id, task)
+            self._changelog_control(task, abort_record(identity, restored.generation + 1, restored.committed))
+        for producer in self._producers.values():
+            producer.flush()
+
     def set_up(self, tasks: Sequence[TaskInstance], checkpoints: Mapping[str, AnyCheckpoint]) -> None:
         """Before the loop: each task's generation, aligner, buffer, transactional producer and collector."""
         job = self.job
@@ -151,6 +165,9 @@ class ExactlyOnceTasks:
         start = time.perf_counter_ns()
         if advance:
             offsets, state = eos.cut(ti.offsets, self._clock_version(), ti.processed.value)
+            # The version's store writes reach the changelog in this commit's flush, tagged with it.
+            context = self._state.storage.contexts[ti.name]
+            context.changelog_headers = write_headers(eos.producer, eos.generation, eos.committed)
         else:
             offsets, state = dict(eos.committed_offsets), eos.state()
         self._state.pending_eos[ti.name] = state
@@ -158,6 +175,7 @@ class ExactlyOnceTasks:
         eos.committed_offsets = offsets
         if advance:
             eos.send_markers()
+            self._changelog_control(ti.name, commit_record(eos.producer, eos.generation, eos.committed))
             if eos.aligner is not None:
                 self._alignment_wait[ti.name].update_ns(int(eos.aligner.last_alignment_wait * 1e9))
         ti.committed(time.perf_counter_ns() - start)
@@ -230,6 +248,14 @@ class ExactlyOnceTasks:
         )
 
     # -- internals ----------------------------------------------------------------------------------
+    def _changelog_control(self, task: str, record: tuple[bytes, bytes, Headers]) -> None:
+        key, value, headers = record
+        changelogs = self._changelogs.get(task)
+        if changelogs is None:
+            changelogs = self._changelogs[task] = self._state.storage.changelogs(task)
+        for ssp in changelogs:
+            self._producers[ssp.system].send(ssp.stream, value, key, ssp.partition, headers)
+
     def _partition_counts(self) -> dict[SystemStream, int]:
         streams = {*self.job.inputs, *(ss for ss in self.job.outputs if self.job.intermediate(ss))}
         out: dict[SystemStream, int] = {}

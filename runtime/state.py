@@ -189,7 +189,8 @@ class ContainerState:
                 if job.config.value(f"stores.{store}.adstore.versioned")
             },
         )
-        self.storage.uncommitted_overlay = job.exactly_once
+        if job.exactly_once:
+            self.storage.use_exactly_once()
         self._pool: Executor = executor or ThreadPoolExecutor(max(1, min(8, len(tasks))), "commit")
         self.commit_managers: dict[str, TaskCommitManager] = {}
         #: Exactly-once tasks' transactional producers: their checkpoints go in the task's transaction.

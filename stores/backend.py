@@ -10,7 +10,7 @@ stores the markers in Checkpoint V2, per backend and store.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +108,10 @@ class TaskStoresContext:
     #: Store -> the blob-store snapshot (index blob id) its files came from at this start. Written by the
     #: restore, read by the backup: a store rebuilt some other way must not trust that snapshot's files.
     restored_from: dict[str, str] = field(default_factory=dict)
+    #: Exactly-once: changelog writes are tagged (the headers of the version being checkpointed, set by the
+    #: task at each checkpoint) and a restore reads them through `exactly_once.changelog.ChangelogReader`.
+    exactly_once: bool = False
+    changelog_headers: Sequence[tuple[str, bytes | None]] | None = None
 
 
 class StateBackendFactory(Protocol):

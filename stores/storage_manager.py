@@ -35,6 +35,7 @@ from samsa.stores.logged import LoggedStore
 from samsa.stores.readonly import ReadOnlyStore
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.serialized import SerializedStore
+from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,17 @@ EngineFactory = Callable[[StoreSpec, Path], KeyValueStore[bytes, bytes]]
 def task_dir_name(task_name: str) -> str:
     """A task name as a directory name (Samza: spaces become underscores)."""
     return task_name.replace(" ", "_")
+
+
+def _tagged(send: Send, context: TaskStoresContext) -> Send:
+    """`send` with the headers the task set for the version being checkpointed (exactly-once)."""
+
+    def tagged(
+        topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None
+    ) -> None:
+        send(topic, value, key, partition, context.changelog_headers)
+
+    return tagged
 
 
 @dataclass(frozen=True)
@@ -181,8 +193,6 @@ class ContainerStorage:
         #: Container-level stores (a broadcast stream's adjunct store) -> the task whose directory holds the
         #: one engine every task of the container reads; only that task writes it.
         self.shared = dict(shared or {})
-        #: Exactly-once: every store the task writes gets an overlay of its open version's writes.
-        self.uncommitted_overlay = False
         #: Stores whose engine is not the factory's (a bounded adjunct dataset) -> how to open it.
         self.engine_factories = dict(engines or {})
         self.tasks = tasks
@@ -210,6 +220,23 @@ class ContainerStorage:
             dirs,
             {name: spec.config for name, spec in self.specs.items()},
         )
+
+    def use_exactly_once(self) -> None:
+        """Exactly-once: every store a task writes gets an overlay of its open version's writes, and its
+        changelog writes are tagged and read back through `exactly_once.changelog`."""
+        for context in self.contexts.values():
+            context.exactly_once = True
+
+    def changelogs(self, task: str) -> list[SystemStreamPartition]:
+        """The changelog partitions the task's logged stores write (shared stores: their keeper's)."""
+        context = self.contexts[task]
+        out = []
+        for name, spec in sorted(self.specs.items()):
+            written = name not in self.read_only and self.shared.get(name, task) == task
+            if spec.changelog and CHANGELOG in self.store_backends[name].backup and written:
+                system, _, topic = spec.changelog.partition(".")
+                out.append(SystemStreamPartition(system, topic, context.changelog_partition))
+        return out
 
     # -- start --------------------------------------------------------------------------------------
     def restore(
@@ -312,6 +339,7 @@ class ContainerStorage:
             {backend: dict(m) for backend, m in (task_markers or {}).items()},
             frozenset(stores) if tail else frozenset(),
             context.restored_from,
+            context.exactly_once,
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))
@@ -349,8 +377,8 @@ class ContainerStorage:
                 opener = self.engine_factories.get(name, open_engine)
                 engine = context.engines.get(name) or opener(spec, path)
                 context.engines[name] = engine
-                overlay = self.uncommitted_overlay and name not in self.read_only
-                stores[name] = layered[name] = self._layers(engine, spec, task.changelog_partition, overlay)
+                overlay = context.exactly_once and name not in self.read_only
+                stores[name] = layered[name] = self._layers(engine, spec, context, overlay)
                 if name in self.read_only:
                     writers[name] = stores[name]
                     stores[name] = ReadOnlyStore(writers[name], name, self.read_only[name])
@@ -362,12 +390,18 @@ class ContainerStorage:
         return {t.name: out[t.name] for t in self.tasks}
 
     def _layers(
-        self, engine: KeyValueStore[bytes, bytes], spec: StoreSpec, partition: int, overlay: bool = False
+        self,
+        engine: KeyValueStore[bytes, bytes],
+        spec: StoreSpec,
+        context: TaskStoresContext,
+        overlay: bool = False,
     ) -> KeyValueStore[Any, Any]:
         below: KeyValueStore[bytes, bytes] = engine
         if spec.changelog and CHANGELOG in self.store_backends[spec.name].backup:
             assert self._send is not None, "a logged store needs the changelog producer"
-            below = LoggedStore(engine, self._send, spec.changelog.partition(".")[2], partition)
+            send = _tagged(self._send, context) if overlay else self._send
+            topic = spec.changelog.partition(".")[2]
+            below = LoggedStore(engine, send, topic, context.changelog_partition)
         if overlay:
             # Exactly-once: the open version's writes reach the engine and the changelog at its checkpoint.
             below = OverlayStore(below)

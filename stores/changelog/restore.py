@@ -14,10 +14,11 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from samsa.exactly_once.changelog import ChangelogReader
 from samsa.kafka.message import RawMessage, TopicPartition
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
@@ -219,6 +220,9 @@ class ChangelogRestoreManager:
         restore_to, end = actions.restore_to, actions.end
         put_all = engine.put_all
         undone: set[bytes] = set()
+        # Exactly-once: commit and abort records are skipped, writes an abort record voided are dropped.
+        reader = ChangelogReader() if self.context.exactly_once else None
+        void: set[bytes] = set()
         last = actions.start - 1
         idle_since = time.monotonic()
         try:
@@ -241,6 +245,9 @@ class ChangelogRestoreManager:
                 last = msgs[-1].offset()
                 if last > end:  # the partition moved on since init (our own undo records included)
                     msgs = [m for m in msgs if m.offset() <= end]
+                if reader is not None:
+                    msgs, dropped = reader.select(msgs)
+                    void.update(dropped)
                 if last <= restore_to:
                     _apply(put_all, msgs, progress)
                     continue
@@ -251,13 +258,25 @@ class ChangelogRestoreManager:
                 progress.records += len(msgs) - split
         finally:
             consumer.unassign()
+        if void:
+            # Written again after the void writes, so that the changelog reads back as restored even once
+            # compaction dropped the older, valid records of those keys.
+            self._undo(engine, ssp, [_KeyOnly(key) for key in sorted(void)], undone)
+            assert reader is not None
+            log.warning(
+                "restore of store %s of task %s: dropped %d write(s) of an earlier start voided by a later "
+                "one (a zombie flushing after the restart)",
+                store,
+                self.context.task_name,
+                reader.void,
+            )
         self.trimmed[store] = len(undone)
 
     def _undo(
         self,
         engine: KeyValueStore[bytes, bytes],
         ssp: SystemStreamPartition,
-        msgs: list[RawMessage],
+        msgs: Sequence[RawMessage | _KeyOnly],
         undone: set[bytes],
     ) -> None:
         # Writes after the checkpoint: put back the checkpointed value (or delete), once per key.
@@ -285,6 +304,15 @@ class ChangelogRestoreManager:
         if consumer is None:
             consumer = self._consumers[system] = self._consumer_for(system)
         return consumer
+
+
+class _KeyOnly(NamedTuple):
+    """A key to undo, where no record is at hand."""
+
+    k: bytes
+
+    def key(self) -> bytes:
+        return self.k
 
 
 def _apply(

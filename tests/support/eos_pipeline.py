@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from samsa.exactly_once.protocol import RecordTag, classify_message
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer
 from samsa.kafka.inmemory.registry import forget
 from samsa.runtime.task import OutgoingMessage, StreamTask
@@ -158,6 +159,38 @@ class Pipeline:
                 for m in consumer.consume(10_000, 0.05):
                     out[m.key().decode()].append(struct.unpack(">q", m.value())[0])
             return dict(out)
+        finally:
+            consumer.close()
+
+    def changelog(self) -> tuple[dict[str, int], Counter[str]]:
+        """What the count store's changelog describes (per word, its last count; control records aside) and
+        how many records of each kind it holds: `data` (tagged writes), `untagged`, `marker` (commit
+        records), `restore` (abort records)."""
+        topic = f"counts-log-{self.suffix}"
+        consumer = KafkaConsumer({"bootstrap.servers": self.url})
+        try:
+            parts = self.tasks[-1]
+            ends = {(topic, p): consumer.watermarks((topic, p))[1] for p in range(parts)}
+            ends = {tp: end for tp, end in ends.items() if end > 0}
+            consumer.assign({tp: OFFSET_BEGINNING for tp in ends})
+            state: dict[str, int] = {}
+            kinds: Counter[str] = Counter()
+            deadline = time.monotonic() + 30
+            while any(consumer.position([tp]).get(tp, -1) < end for tp, end in ends.items()):
+                assert time.monotonic() < deadline, f"the changelog did not read to its end {ends}"
+                for m in consumer.consume(10_000, 0.05):
+                    tag = classify_message(m)
+                    kind = "untagged" if tag is None else type(tag).__name__
+                    kinds[
+                        {"RecordTag": "data", "Marker": "marker", "RestoreCommand": "restore"}.get(kind, kind)
+                    ] += 1
+                    if tag is None or type(tag) is RecordTag:
+                        key, value = m.key().decode(), m.value()
+                        if value is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = struct.unpack(">q", value)[0]
+            return state, kinds
         finally:
             consumer.close()
 

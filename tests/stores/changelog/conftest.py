@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from samsa.stores.changelog.factory import ChangelogBackendFactory
 from samsa.stores.changelog.settings import ChangelogSettings
 
 STORE = "counts"
+
+# The restore tests share a task driver (tests/support/changelog_task.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "support"))
 
 
 @pytest.fixture
