@@ -96,12 +96,17 @@ class EosTask:
         self.aligner = aligner
         self.buffer = buffer
         self._round_robin = {s: itertools.count() for s in self.outputs}
-        #: Input offsets each partition must not pass at the next checkpoint (markers above the cut).
-        self.caps: dict[SystemStreamPartition, int] = {}
+        #: Buffer full on a partition the version waits on: partition -> (offset of the first record ahead
+        #: left unbuffered, lowest task version left so). The run loop reads it again after the next cut.
+        self.reread: dict[SystemStreamPartition, tuple[int, int]] = {}
+        #: Partitions being read again -> the offset they had reached: no cut before they reach it again.
+        self.rereading: dict[SystemStreamPartition, int] = {}
         #: Input offsets of the last checkpoint (a rewind goes back to them).
         self.committed_offsets: dict[SystemStreamPartition, int] = {}
         self.versions_committed = 0
         self.rewinds = 0
+        #: Records left unbuffered over the buffer bound, to read again after a cut.
+        self.reread_messages = 0
         #: Records sent by the task (counted by its collector), to tell an idle version.
         self.sends = 0
         self._sends_at_cut = 0
@@ -191,6 +196,7 @@ class EosTask:
         caps: dict[SystemStreamPartition, int] = {}
         if self.aligner is not None:
             ahead = self.buffer.versions() if self.buffer is not None else []
+            ahead += [version for _, version in self.reread.values()]
             current = self.aligner.current_version
             later = [v for v in ahead if v > current]
             caps = self.aligner.advance(min(later) - 1 if later else None)
@@ -201,10 +207,12 @@ class EosTask:
         for ssp, cap in caps.items():
             if ssp in capped and cap < capped[ssp]:
                 capped[ssp] = cap
-        if self.buffer is not None:
-            for ssp, first in self.buffer.first_offsets().items():
-                if ssp in capped and first < capped[ssp]:
-                    capped[ssp] = first
+        firsts = dict(self.buffer.first_offsets()) if self.buffer is not None else {}
+        for ssp, (offset, _) in self.reread.items():
+            firsts[ssp] = min(offset, firsts.get(ssp, offset))
+        for ssp, first in firsts.items():
+            if ssp in capped and first < capped[ssp]:
+                capped[ssp] = first
         self.versions_committed += 1
         self._committed_sequences = dict(self.sequences)
         self._processed_at_cut, self._sends_at_cut = processed, self.sends

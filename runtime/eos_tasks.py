@@ -282,6 +282,12 @@ class ExactlyOnceTasks:
             lambda: eos.versions_committed,
         )
         r.gauge_fn(m.EOS_REWINDS, "Rewinds to the last checkpoint since start", labels, lambda: eos.rewinds)
+        r.gauge_fn(
+            m.EOS_REREAD,
+            "Early records left unbuffered over task.eos.buffer.max.bytes, read again after a cut",
+            labels,
+            lambda: eos.reread_messages,
+        )
         aligner, buffer = eos.aligner, eos.buffer
         if aligner is None or buffer is None:
             return

@@ -422,6 +422,9 @@ class RunLoop:
         rewind: Rewind | None = None
         try:
             while pos < end:
+                if eos.rereading and self._reread_done(ti, ssp):
+                    aligned = True
+                    break
                 msg = msgs[pos]
                 offset = msg.offset()
                 tag = classify_message(msg)
@@ -435,8 +438,17 @@ class RunLoop:
                         offset=offset,
                     )
                 if type(tag) is RecordTag:
-                    if ebuf.over_limit and self._hold(buf, tag):
-                        break
+                    if (ebuf.over_limit or ssp in eos.reread) and (ahead := self._ahead(buf, tag)):
+                        if ssp not in eos.reread and ssp not in eos.rereading and self._hold(buf):
+                            break
+                        # The version waits on this partition: pausing it would stall for good. Records
+                        # ahead are left unbuffered and read again from the broker after the cut.
+                        first, version = eos.reread.get(ssp, (offset, ahead))
+                        eos.reread[ssp] = (first, min(version, ahead))
+                        eos.reread_messages += 1
+                        pos += 1
+                        ti.offsets[ssp] = offset + 1
+                        continue
                     pos += 1
                     decision = aligner.classify(ssp, tag)
                     if decision.action is Action.PROCESS:
@@ -454,19 +466,21 @@ class RunLoop:
                 ti.offsets[ssp] = offset + 1
                 if type(tag) is Marker:
                     marker = MarkerIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
-                    if aligner.on_marker(ssp, marker, offset):
+                    if aligner.on_marker(ssp, marker, offset) and not eos.rereading:
                         aligned = True
                         break
                 else:
                     assert type(tag) is RestoreCommand
                     command = RestoreIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
                     rewind = aligner.on_restore(ssp, command, offset)
-                    if rewind is not None or aligner.aligned:
+                    if rewind is not None or (aligner.aligned and not eos.rereading):
                         aligned = rewind is None
                         break
         finally:
             buf.pos = pos
             self._buffered -= pos - first
+        if rewind is None and not aligned and eos.rereading and self._reread_done(ti, ssp):
+            aligned = True
         if rewind is not None:
             self.rewind(ti, rewind)
         elif aligned:
@@ -484,14 +498,34 @@ class RunLoop:
         ti.process_timer.update_ns(time.perf_counter_ns() - start)
         ti.processed.inc()
 
-    def _hold(self, buf: PartitionBuffer, tag: RecordTag) -> bool:
-        """The buffer is full: hold this partition back if its next record would be buffered, unless the
-        version waits on it (another producer's records behind this one): then buffering goes on."""
+    @staticmethod
+    def _reread_done(ti: TaskInstance, ssp: SystemStreamPartition) -> bool:
+        """Whether reading `ssp` again just reached where it was before: True when that ends the re-reads
+        of the task and its version is aligned (cut it now)."""
+        eos = ti.eos
+        assert eos is not None and eos.aligner is not None
+        horizon = eos.rereading.get(ssp)
+        if horizon is None or ti.offsets[ssp] < horizon:
+            return False
+        del eos.rereading[ssp]
+        return not eos.rereading and eos.aligner.aligned
+
+    @staticmethod
+    def _ahead(buf: PartitionBuffer, tag: RecordTag) -> int:
+        """The task version of a record of a version after the current one (it would be buffered); 0 for
+        any other (current, duplicate, stale, or of a producer not seen yet: the aligner decides)."""
         eos = buf.task.eos
         assert eos is not None and eos.aligner is not None
         offset = eos.aligner.offset(buf.ssp, tag.producer)
         if offset is None or tag.version - offset <= eos.aligner.current_version:
-            return False
+            return 0
+        return tag.version - offset
+
+    def _hold(self, buf: PartitionBuffer) -> bool:
+        """The buffer is full and the partition's next record would be buffered: hold the partition back,
+        unless the version waits on it (another producer's records or marker behind this one)."""
+        eos = buf.task.eos
+        assert eos is not None and eos.aligner is not None
         if any(p == buf.ssp for p, _ in eos.aligner.waiting_for()):
             return False
         buf.held = True
@@ -510,9 +544,15 @@ class RunLoop:
         eos = ti.eos
         assert eos is not None and eos.aligner is not None and eos.buffer is not None
         aligner = eos.aligner
-        while aligner.aligned:
+        while aligner.aligned and not eos.rereading:
             assert self._on_aligned is not None
             self._on_aligned(ti)
+            reread, eos.reread = eos.reread, {}
+            for ssp, (offset, _) in reread.items():
+                # Markers read past `offset` closed versions whose records are not read yet: no cut
+                # until the partition is read again up to where it was.
+                eos.rereading[ssp] = ti.offsets[ssp]
+                self._read_again(self._by_ssp[ssp], offset)
             for held in self._held_by_task.pop(ti.name, []):
                 held.held = False
                 if held.pending:
@@ -524,6 +564,9 @@ class RunLoop:
                     env = self._envelope(self._by_ssp[bm.ssp], bm.as_raw())
                     if env is not None:
                         self._process_one(ti, env)
+            if reread:
+                # The next version's records left unbuffered come first: no cut before they are read.
+                break
 
     def rewind(self, ti: TaskInstance, rewind: Rewind) -> None:
         """Takes an exactly-once task back to its last checkpoint: the container drops its open version
@@ -541,21 +584,27 @@ class RunLoop:
         )
         self._on_rewind(ti, rewind)
         self._held_by_task.pop(ti.name, None)
+        ti.eos.reread.clear()
+        ti.eos.rereading.clear()
         for buf in self._by_ssp.values():
-            if buf.task is not ti or buf.tasks is not None:
-                continue
-            self._buffered -= buf.pending
-            buf.messages = []
-            buf.pos = 0
-            buf.held = False
-            if buf in self._ready:
-                self._ready.remove(buf)
-            if buf in self._held:
-                self._held.remove(buf)
-            buf.consumer.seek(buf.tp, ti.offsets[buf.ssp])
-            if buf.paused:
-                buf.consumer.resume([buf.tp])
-                buf.paused = False
+            if buf.task is ti and buf.tasks is None:
+                self._read_again(buf, ti.offsets[buf.ssp])
+
+    def _read_again(self, buf: PartitionBuffer, offset: int) -> None:
+        """Drops what is fetched of the partition and reads it again from `offset`."""
+        self._buffered -= buf.pending
+        buf.messages = []
+        buf.pos = 0
+        buf.held = False
+        if buf in self._ready:
+            self._ready.remove(buf)
+        if buf in self._held:
+            self._held.remove(buf)
+        buf.consumer.seek(buf.tp, offset)
+        buf.task.offsets[buf.ssp] = offset
+        if buf.paused:
+            buf.consumer.resume([buf.tp])
+            buf.paused = False
 
     def _envelope(self, buf: PartitionBuffer, msg: RawMessage) -> IncomingMessageEnvelope | None:
         """The message decoded, or None when it does not decode (handed to the bad-message policy)."""

@@ -47,9 +47,12 @@ crashes = st.lists(
     crash_rate=st.sampled_from([0.0, 0.03, 0.08]),
     duplicate_rate=st.sampled_from([0.0, 0.1, 0.3]),
     seed=st.integers(0, 2**32 - 1),
+    # The default bound, or one a few records reach: partitions running ahead are held or read again.
+    buffer_bytes=st.sampled_from([1073741824, 300]),
 )
-# Regressions found on the way: a rewind emptying the ready queue mid-chunk, and shared partitions of a
-# 4-task upstream under crashes at every commit step.
+# Regressions found on the way: a rewind emptying the ready queue mid-chunk, shared partitions of a
+# 4-task upstream under crashes at every commit step, and a partition to read again (the buffer bound)
+# that kept its container from counting as caught up while its upstream had finished.
 @example(
     text=["a b c", "b c d", "a a e"] * 4,
     shape=(3, (2, 2, 1), (2, 1)),
@@ -59,6 +62,7 @@ crashes = st.lists(
     crash_rate=0.05,
     duplicate_rate=0.1,
     seed=0,
+    buffer_bytes=1073741824,
 )
 @example(
     text=["a b", "c d e f", "a"] * 5,
@@ -72,9 +76,34 @@ crashes = st.lists(
     crash_rate=0.0,
     duplicate_rate=0.3,
     seed=7,
+    buffer_bytes=1073741824,
+)
+@example(
+    text=["a a a a", "a", "a a a a a", "a a a", "a a", "a", "a b f", "b f", "b a b e c", "d", "a a"],
+    shape=(3, (4, 2, 3), (2, 3)),
+    commit_ms=20,
+    containers=4,
+    faults=[
+        Crash("before-snapshot", job=1, container="1", visit=1),
+        Crash("after-snapshot", job=1, container="1", visit=2),
+        Crash("after-checkpoint", job=1, container="0", visit=4),
+    ],
+    crash_rate=0.08,
+    duplicate_rate=0.0,
+    seed=16231,
+    buffer_bytes=300,
 )
 def test_sink_and_store_hold_each_increment_exactly_once(
-    tmp_path_factory, text, shape, commit_ms, containers, faults, crash_rate, duplicate_rate, seed
+    tmp_path_factory,
+    text,
+    shape,
+    commit_ms,
+    containers,
+    faults,
+    crash_rate,
+    duplicate_rate,
+    seed,
+    buffer_bytes,
 ):
     stages, tasks, parts = shape
     pipeline = Pipeline(tmp_path_factory.mktemp("eos"), stages, tasks, parts)
@@ -83,7 +112,9 @@ def test_sink_and_store_hold_each_increment_exactly_once(
         scheduler = DeterministicScheduler(
             seed, faults=faults, crash_rate=crash_rate, duplicate_rate=duplicate_rate, max_crashes=6
         )
-        for config in pipeline.configs(commit_ms, containers):
+        for config in pipeline.configs(
+            commit_ms, containers, **{"task.eos.buffer.max.bytes": str(buffer_bytes)}
+        ):
             scheduler.add_job(config)
         scheduler.run()
         expected = truth(text)

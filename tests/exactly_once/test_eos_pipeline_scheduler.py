@@ -38,35 +38,43 @@ def test_seeds_with_crashes_and_duplicates(tmp_path):
             pipeline.close()
 
 
-def test_early_arrivals_buffer_on_disk_past_a_tiny_bound_when_the_version_waits_on_them(
-    tmp_path, monkeypatch
-):
+def test_the_buffer_bound_holds_when_the_version_waits_on_the_partition_running_ahead(tmp_path, monkeypatch):
     from samsa.exactly_once.buffer import EosBuffer
     from samsa.runtime.run_loop import RunLoop
 
+    bound = 200
     holds: list[object] = []
-    appends: list[object] = []
-    hold, append = RunLoop._hold, EosBuffer.append
+    used: list[tuple[int, int]] = []  # (bytes buffered before an append, the appended record's size)
+    read_again: list[object] = []
+    hold, append, again = RunLoop._hold, EosBuffer.append, RunLoop._read_again
 
-    def counting_hold(self, buf, tag):
-        held = hold(self, buf, tag)
+    def counting_hold(self, buf):
+        held = hold(self, buf)
         if held:
             holds.append(buf.ssp)
         return held
 
-    def counting_append(self, version, message):
-        appends.append(message.ssp)
+    def measuring_append(self, version, message):
+        before = self.bytes_used
         append(self, version, message)
+        used.append((before, self.bytes_used - before))
+
+    def counting_read_again(self, buf, offset):
+        read_again.append(buf.ssp)
+        again(self, buf, offset)
 
     monkeypatch.setattr(RunLoop, "_hold", counting_hold)
-    monkeypatch.setattr(EosBuffer, "append", counting_append)
+    monkeypatch.setattr(EosBuffer, "append", measuring_append)
+    monkeypatch.setattr(RunLoop, "_read_again", counting_read_again)
     lines = [f"{w} {w}x {w}y" for w in "abcdefgh"] * 6
-    for seed in range(2):
+    for seed in range(4):
         pipeline = Pipeline(tmp_path / str(seed), stages=2, tasks=(4, 2), intermediate_partitions=(2,))
         try:
             pipeline.feed(lines)
             scheduler = DeterministicScheduler(seed, crash_rate=0.04, max_crashes=4)
-            configs = pipeline.configs(commit_ms=20, containers=4, **{"task.eos.buffer.max.bytes": "200"})
+            configs = pipeline.configs(
+                commit_ms=20, containers=4, **{"task.eos.buffer.max.bytes": str(bound)}
+            )
             for config in configs:
                 scheduler.add_job(config)
             scheduler.run()
@@ -75,7 +83,10 @@ def test_early_arrivals_buffer_on_disk_past_a_tiny_bound_when_the_version_waits_
             assert pipeline.store() == expected
         finally:
             pipeline.close()
-    assert appends, "upstream tasks ran ahead: early arrivals were buffered"
-    # Each stage-1 task reads one partition, so every version waits on the partition running ahead: the
-    # bound must not pause it (that would stall the barrier for good), and buffering goes on.
+    assert used, "upstream tasks ran ahead: early arrivals were buffered"
+    # Each stage-1 task reads one partition, so every version waits on the partition running ahead: pausing
+    # it would stall the barrier for good. Past the bound its records ahead are read again after the cut
+    # instead of buffered: nothing is appended once the bound is reached.
     assert not holds
+    assert all(before < bound for before, _ in used), max(used)
+    assert read_again, "the bound was reached: records ahead were left to be read again"
