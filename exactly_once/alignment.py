@@ -401,6 +401,24 @@ class BarrierAligner:
         self._started_at = now if self._scan()[1] else None
         return caps
 
+    def closed_through(self) -> int:
+        """The highest task version every expected channel has closed (call when aligned)."""
+        return self._reach()
+
+    def pass_to(self, version: int) -> None:
+        """Moves the open version on to `version` without a checkpoint, the versions before it being
+        closed on every channel (`closed_through`): the next checkpoint covers them all. A task catching
+        up merges versions this way. `version` itself is closed too, so the task is aligned again."""
+        reach = self._reach()
+        if not self.aligned or not self._version < version <= reach:
+            raise AlignmentError(
+                f"pass_to({version}) from version {self._version}: only versions up to {reach} are closed "
+                f"on every channel (aligned: {self.aligned})"
+            )
+        self._version = version
+        self.version_started_at = now = self._clock()
+        self._started_at = now if self._scan()[1] else None
+
     def retire(self, producer: int, final_version: int) -> None:
         """`producer` is gone for good after its version `final_version`: stop waiting for it once its
         markers reach that version, and drop its records above it as stale."""

@@ -107,6 +107,10 @@ class EosTask:
         self.rewinds = 0
         #: Records left unbuffered over the buffer bound, to read again after a cut.
         self.reread_messages = 0
+        #: Aligned versions passed without a checkpoint of their own (merged into the next one).
+        self.versions_merged = 0
+        #: When the last checkpoint of a version was taken, by the run loop's clock.
+        self.cut_at = float("-inf")
         #: Records sent by the task (counted by its collector), to tell an idle version.
         self.sends = 0
         self._sends_at_cut = 0
@@ -217,6 +221,24 @@ class EosTask:
         self._committed_sequences = dict(self.sequences)
         self._processed_at_cut, self._sends_at_cut = processed, self.sends
         return capped, self.state()
+
+    def next_to_merge(self, now: float, interval: float | None) -> int | None:
+        """The version to move on to without a checkpoint, or None to checkpoint the aligned one now.
+
+        Catching up, the versions after the aligned one are often closed on every channel already, their
+        records waiting in the buffer: a checkpoint (a transaction commit) for each would bound the
+        catch-up by commit latency. So the open version moves on to the next buffered version when that
+        one is closed too, unless a checkpoint is due (its commit `interval` since the last one); the next
+        checkpoint covers them all. It never moves into a version still open upstream: a task whose
+        upstream stops keeps nothing uncommitted that it could have committed."""
+        aligner, buffer = self.aligner, self.buffer
+        if aligner is None or buffer is None or self.reread or not interval or now - self.cut_at >= interval:
+            return None
+        current = aligner.current_version
+        later = [v for v in buffer.versions() if v > current]
+        if not later or min(later) > aligner.closed_through():
+            return None
+        return min(later)
 
     def state(self) -> EosState:
         """The state a checkpoint of the last committed version holds."""

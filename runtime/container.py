@@ -462,8 +462,7 @@ class Container:
                 self._eos.cut_source(ti)
             else:
                 self._eos.check_barriers(ti)
-            if ti.commit_interval:
-                ti.next_commit = self._clock() + ti.commit_interval
+            self._eos.schedule(ti)
 
     def _on_aligned(self, ti: TaskInstance) -> None:
         assert self._eos is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from samsa.stores.storage_manager import task_dir_name
 from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
+
+_INIT_THREADS = 16  # tasks whose transactional producers register at once
 
 
 def transactional_id(job: JobConfig, task: str) -> str:
@@ -124,9 +127,6 @@ class ExactlyOnceTasks:
             config["transactional.id"] = transactional_id(job, ti.name)
             sink = self._new_producer(config)
             self.sinks.append(sink)
-            # Registering the id aborts the open transaction of the task's previous start and fences it.
-            sink.init_transactions()
-            sink.begin_transaction()
             ti.eos, ti.sink = eos, sink
             ti.collector = ExactlyOnceCollector(job, self._producers, self._serdes, eos, sink, ti.name)
             self._state.transactions[ti.name] = sink
@@ -140,6 +140,11 @@ class ExactlyOnceTasks:
                 if inputs
                 else "source",
             )
+        # Registering an id aborts the open transaction of the task's previous start and fences it: a
+        # broker round trip or two per task, run side by side (they wait on the network, not the GIL).
+        with ThreadPoolExecutor(min(len(tasks), _INIT_THREADS) or 1, "samsa-eos-init") as pool:
+            for future in [pool.submit(_open_transaction, ti.sink) for ti in tasks if ti.sink is not None]:
+                future.result()
 
     def mark_inputs(self, buffers: Sequence[PartitionBuffer]) -> None:
         """Routes the intermediate inputs of aligned tasks through their aligners."""
@@ -179,8 +184,24 @@ class ExactlyOnceTasks:
             if eos.aligner is not None:
                 self._alignment_wait[ti.name].update_ns(int(eos.aligner.last_alignment_wait * 1e9))
         ti.committed(time.perf_counter_ns() - start)
-        if ti.commit_interval:
-            ti.next_commit = self._clock() + ti.commit_interval  # the container's clock, maybe virtual
+        self.schedule(ti)
+
+    def schedule(self, ti: TaskInstance) -> None:
+        """Sets the task's next commit timer, by the container's clock (maybe virtual). A source task's
+        fires on the clock's next version boundary: every source task of every job then cuts a version at
+        about the same moment, so a downstream barrier waits for the skew between their clocks, not for up
+        to a whole interval between timers started at different times."""
+        interval = ti.commit_interval
+        if not interval:
+            return
+        now = self._clock()
+        assert ti.eos is not None
+        if ti.eos.aligner is not None:
+            ti.next_commit = now + interval
+            return
+        wall_ms = self._version_clock() * 1000
+        step = self.job.commit_ms
+        ti.next_commit = now + ((wall_ms // step + 1) * step - wall_ms) / 1000
 
     def cut_source(self, ti: TaskInstance) -> None:
         """A source task's commit timer (or request, or stop): cuts its version unless it is idle and the
@@ -288,6 +309,12 @@ class ExactlyOnceTasks:
             labels,
             lambda: eos.reread_messages,
         )
+        r.gauge_fn(
+            m.EOS_VERSIONS_MERGED,
+            "Aligned versions passed without a checkpoint of their own while catching up",
+            labels,
+            lambda: eos.versions_merged,
+        )
         aligner, buffer = eos.aligner, eos.buffer
         if aligner is None or buffer is None:
             return
@@ -327,6 +354,11 @@ class ExactlyOnceTasks:
             "From the first marker of a version to its last, per version",
             labels,
         )
+
+
+def _open_transaction(sink: KafkaProducer) -> None:
+    sink.init_transactions()
+    sink.begin_transaction()
 
 
 def _restored_state(task: str, checkpoint: AnyCheckpoint | None) -> EosState:

@@ -77,6 +77,7 @@ EOS_ALIGNMENT_WAIT_SECONDS = "samsa_eos_alignment_wait_seconds"
 EOS_VERSIONS_COMMITTED = "samsa_eos_versions_committed_total"
 EOS_REWINDS = "samsa_eos_rewinds_total"
 EOS_REREAD = "samsa_eos_reread_messages_total"
+EOS_VERSIONS_MERGED = "samsa_eos_versions_merged_total"
 EOS_BARRIER_MISSING = "samsa_eos_barrier_missing_channels"
 
 Kind = Literal["counter", "gauge", "timer"]

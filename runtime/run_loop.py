@@ -540,14 +540,22 @@ class RunLoop:
         return True
 
     def _cut_aligned(self, ti: TaskInstance) -> None:
-        """Commits every version that is aligned, draining the buffer of each next version into process."""
+        """Commits every version that is aligned (or, catching up, moves on without a checkpoint: see
+        `EosTask.next_to_merge`), draining the buffer of each next version into process."""
         eos = ti.eos
         assert eos is not None and eos.aligner is not None and eos.buffer is not None
         aligner = eos.aligner
         while aligner.aligned and not eos.rereading:
-            assert self._on_aligned is not None
-            self._on_aligned(ti)
-            reread, eos.reread = eos.reread, {}
+            reread: dict[SystemStreamPartition, tuple[int, int]] = {}
+            merge = eos.next_to_merge(self._clock(), ti.commit_interval)
+            if merge is not None:
+                aligner.pass_to(merge)
+                eos.versions_merged += 1
+            else:
+                assert self._on_aligned is not None
+                self._on_aligned(ti)
+                eos.cut_at = self._clock()
+                reread, eos.reread = eos.reread, {}
             for ssp, (offset, _) in reread.items():
                 # Markers read past `offset` closed versions whose records are not read yet: no cut
                 # until the partition is read again up to where it was.

@@ -513,3 +513,28 @@ def test_a_marker_closes_every_version_up_to_it() -> None:
     assert a.current_version == 4 and a.aligned
     a.advance()  # one step to the highest version all closed: 4 (producer 1's marker)
     assert a.current_version == 5 and not a.aligned
+
+
+def test_pass_to_merges_closed_versions_into_one_checkpoint() -> None:
+    a = BarrierAligner([S3, S4])
+    hello(a, S3, 1)
+    hello(a, S4, 2)
+    assert a.classify(S3, Tag(1, 1, 1, 1)) == PROCESS_1
+    a.on_marker(S3, MarkerIn(1, 1, 1), 2)
+    assert a.classify(S3, Tag(1, 1, 2, 2)) == Decision(Action.BUFFER, 2)
+    a.on_marker(S3, MarkerIn(1, 1, 2), 4)  # producer 1 closed versions 1 and 2
+    assert a.on_marker(S4, MarkerIn(2, 1, 1), 2)
+    assert a.closed_through() == 1
+    with pytest.raises(AlignmentError, match=r"pass_to\(2\) from version 1: only versions up to 1"):
+        a.pass_to(2)  # producer 2 may still send records of version 2
+    assert a.classify(S4, Tag(2, 1, 2, 1)) == Decision(Action.BUFFER, 2)
+    assert a.on_marker(S4, MarkerIn(2, 1, 2), 3)
+    assert a.closed_through() == 2
+    a.pass_to(2)  # no checkpoint of version 1: the next one covers 1 and 2
+    assert a.current_version == 2 and a.aligned and list(a.aligned_versions) == []
+    assert a.to_dict()["current_version"] == 1, "a checkpoint written now would still hold version 0's cut"
+    assert a.admit_buffered(S3, Tag(1, 1, 2, 2)) == Decision(Action.PROCESS, 2)
+    assert a.admit_buffered(S4, Tag(2, 1, 2, 1)) == Decision(Action.PROCESS, 2)
+    assert a.advance() == {}
+    assert list(a.aligned_versions) == [2] and a.current_version == 3
+    assert a.to_dict()["current_version"] == 3

@@ -90,3 +90,57 @@ def test_the_buffer_bound_holds_when_the_version_waits_on_the_partition_running_
     assert not holds
     assert all(before < bound for before, _ in used), max(used)
     assert read_again, "the bound was reached: records ahead were left to be read again"
+
+
+def _catch_up(path, merge: bool, monkeypatch) -> tuple[int, int]:
+    """Job 1 runs to its end first, then job 2 catches up on all of its versions: (checkpoints of
+    versions, versions passed without one) of job 2."""
+    from samsa.exactly_once.alignment import BarrierAligner
+    from samsa.exactly_once.task import EosTask
+
+    counts = {"advance": 0, "pass_to": 0}
+    advance, pass_to = BarrierAligner.advance, BarrierAligner.pass_to
+
+    def counting_advance(self, *args, **kwargs):
+        counts["advance"] += 1
+        return advance(self, *args, **kwargs)
+
+    def counting_pass_to(self, version):
+        counts["pass_to"] += 1
+        pass_to(self, version)
+
+    monkeypatch.setattr(BarrierAligner, "advance", counting_advance)
+    monkeypatch.setattr(BarrierAligner, "pass_to", counting_pass_to)
+    if not merge:
+        monkeypatch.setattr(EosTask, "next_to_merge", lambda self, now, interval: None)
+    lines = [f"{w} {w}x {w}y" for w in "abcdefgh"] * 8
+    pipeline = Pipeline(path, stages=2, tasks=(4, 2), intermediate_partitions=(2,))
+    try:
+        pipeline.feed(lines)
+        upstream, downstream = pipeline.configs(commit_ms=20, containers=4)
+        downstream["task.commit.ms"] = "1000"  # a checkpoint falls due every 50 upstream versions
+        first = DeterministicScheduler(5)
+        first.add_job(upstream)
+        first.run()
+        counts.update(advance=0, pass_to=0)
+        second = DeterministicScheduler(5)
+        second.add_job(downstream)
+        second.run()
+        expected = truth(lines)
+        assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
+        assert pipeline.store() == expected
+        return counts["advance"], counts["pass_to"]
+    finally:
+        pipeline.close()
+        monkeypatch.undo()
+
+
+def test_a_task_catching_up_merges_closed_versions_into_fewer_checkpoints(tmp_path, monkeypatch):
+    # Every version of the upstream is closed before the downstream starts, its records interleaved across
+    # producers (so the next version's wait in the buffer): one checkpoint per version would make the
+    # catch-up as slow as that many transaction commits.
+    one_each, none_merged = _catch_up(tmp_path / "each", merge=False, monkeypatch=monkeypatch)
+    merged_checkpoints, passed = _catch_up(tmp_path / "merged", merge=True, monkeypatch=monkeypatch)
+    assert none_merged == 0
+    assert passed > 0
+    assert merged_checkpoints < one_each, (merged_checkpoints, one_each)
