@@ -1,9 +1,12 @@
 """One task's commit lifecycle: a short blocking snapshot, then upload, checkpoint and cleanup off the loop.
 
-Sync phase (the run loop waits): the caller has captured the input offsets; flush the outputs, flush the
-stores, take a local RocksDB checkpoint of every durable persistent store, and ask each backend for its
-snapshot markers. Async phase (on the commit pool, overlapping processing): backend uploads, marker files
-in the checkpoint dirs, the checkpoint record(s), then cleanup. One commit per task is in flight at a time,
+Sync phase (the run loop waits): the caller has captured the input offsets; flush the stores' caches and
+the outputs, hold the later writes of every gated RocksDB store in memory (`stores.snapshot_gate`: the
+engine keeps the snapshot's state), take the local checkpoint of any other durable persistent store, and
+ask each backend for its snapshot markers. Async phase (on the commit pool, overlapping processing): the
+memtable flush and local checkpoint of the held stores (off the loop thread: the flush builds and fsyncs
+an SST, which rocksdict runs without the GIL), their release, backend uploads, marker files in the
+checkpoint dirs, the checkpoint record(s), then cleanup. One commit per task is in flight at a time,
 counting both phases; a commit falling due while the previous one still uploads is skipped for up to
 `task.commit.max.delay.ms`, then blocks the task for up to `task.commit.timeout.ms`, then fails. An async
 failure fails the next commit.
@@ -31,6 +34,7 @@ from samsa.stores.checkpoint_dirs import (
     delete_checkpoint_dirs,
     write_marker,
 )
+from samsa.stores.snapshot_gate import SnapshotGate
 from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,9 @@ class DurableStore:
     store_dir: Path
     backends: tuple[str, ...]
     persistent: bool  # on disk (RocksDB): gets a local checkpoint dir at each commit
+    #: Holds the store's writes from the snapshot until its checkpoint is taken in the async phase; None:
+    #: the checkpoint is taken in the sync phase.
+    gate: SnapshotGate | None = None
 
 
 @dataclass
@@ -151,19 +158,43 @@ class TaskCommitManager:
         # flush after it makes those and every output durable before a backend reads a changelog's end.
         self._flush_stores()
         self._flush_outputs()
-        for store in self._stores.values():
-            if store.persistent:
-                create_checkpoint(store.engine, store.store_dir, str(checkpoint_id))
-        markers = {
-            backend: manager.snapshot(str(checkpoint_id)) for backend, manager in self._backups.items()
-        }
-        crash_point("after-snapshot")
+        try:
+            for store in self._stores.values():
+                if store.gate is not None:
+                    store.gate.hold()
+                elif store.persistent:
+                    create_checkpoint(store.engine, store.store_dir, str(checkpoint_id))
+            markers = {
+                backend: manager.snapshot(str(checkpoint_id)) for backend, manager in self._backups.items()
+            }
+            crash_point("after-snapshot")
+        except BaseException:
+            self._release_gates()
+            raise
         return CommitResult(checkpoint_id, dict(offsets), markers)
+
+    def _checkpoint_held(self, checkpoint_id: str) -> None:
+        """The async phase's first step: the held stores' memtable flush and local checkpoint, then their
+        writes are released into them (at the loop thread's next use of each)."""
+        try:
+            for store in self._stores.values():
+                if store.gate is not None:
+                    # The flush runs without the GIL; the checkpoint, which holds it, then has no memtable.
+                    store.engine.flush()
+                    create_checkpoint(store.engine, store.store_dir, checkpoint_id)
+        finally:
+            self._release_gates()
+
+    def _release_gates(self) -> None:
+        for store in self._stores.values():
+            if store.gate is not None:
+                store.gate.release()
 
     def _submit(self, snapshot: CommitResult) -> Future[None]:
         try:
             future = self._executor.submit(self._upload_and_checkpoint, snapshot)
         except BaseException:
+            self._release_gates()
             self._permit.release()
             raise
         self._in_flight = future
@@ -173,6 +204,7 @@ class TaskCommitManager:
         """The async phase; always releases the permit, and records a failure for the next commit."""
         try:
             checkpoint_id = str(snapshot.checkpoint_id)
+            self._checkpoint_held(checkpoint_id)
             uploads = {
                 backend: manager.upload(checkpoint_id, snapshot.markers.get(backend, {}))
                 for backend, manager in self._backups.items()

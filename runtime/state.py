@@ -271,6 +271,7 @@ class ContainerState:
                 context.store_dirs[name],
                 self.storage.store_backends[name].backup,
                 self.specs[name].factory == ROCKSDB,
+                context.gates.get(name),
             )
             for name in self.specs
             if self.storage.store_backends[name].durable

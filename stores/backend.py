@@ -112,6 +112,9 @@ class TaskStoresContext:
     #: task at each checkpoint) and a restore reads them through `exactly_once.changelog.ChangelogReader`.
     exactly_once: bool = False
     changelog_headers: Sequence[tuple[str, bytes | None]] | None = None
+    #: Store name -> the `SnapshotGate` above its engine (durable RocksDB stores the task writes): the
+    #: commit holds their writes at its snapshot and checkpoints them off the loop thread.
+    gates: dict[str, Any] = field(default_factory=dict)
 
 
 class StateBackendFactory(Protocol):

@@ -30,11 +30,13 @@ from samsa.stores.backend import (
 from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
 from samsa.stores.blobstore.exceptions import SNAPSHOT_UNUSABLE
 from samsa.stores.cached import CachedStore, cache_settings
+from samsa.stores.checkpoint_dirs import Checkpointable
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
 from samsa.stores.readonly import ReadOnlyStore
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.serialized import SerializedStore
+from samsa.stores.snapshot_gate import SnapshotGate
 from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
@@ -397,11 +399,17 @@ class ContainerStorage:
         overlay: bool = False,
     ) -> KeyValueStore[Any, Any]:
         below: KeyValueStore[bytes, bytes] = engine
+        if (
+            self.store_backends[spec.name].durable
+            and isinstance(engine, Checkpointable)
+            and spec.name not in self.read_only
+        ):
+            below = context.gates[spec.name] = SnapshotGate(engine)
         if spec.changelog and CHANGELOG in self.store_backends[spec.name].backup:
             assert self._send is not None, "a logged store needs the changelog producer"
             send = _tagged(self._send, context) if overlay else self._send
             topic = spec.changelog.partition(".")[2]
-            below = LoggedStore(engine, send, topic, context.changelog_partition)
+            below = LoggedStore(below, send, topic, context.changelog_partition)
         if overlay:
             # Exactly-once: the open version's writes reach the engine and the changelog at its checkpoint.
             below = OverlayStore(below)

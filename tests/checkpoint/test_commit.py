@@ -185,3 +185,54 @@ def test_a_sync_failure_releases_the_permit() -> None:
         manager.commit({SSP: 1})
     manager._flush_stores = lambda: None  # type: ignore[method-assign]
     assert manager.commit({SSP: 2}, wait=True)
+
+
+def test_a_gated_store_is_checkpointed_off_the_loop_thread_with_the_state_of_the_snapshot(tmp_path) -> None:
+    from samsa.checkpoint.commit import DurableStore
+    from samsa.stores.checkpoint_dirs import checkpoint_dir
+    from samsa.stores.rocksdb import RocksDbStore
+    from samsa.stores.snapshot_gate import SnapshotGate
+
+    log: list[str] = []
+    written: list[CommitResult] = []
+    backup = Backup(log)
+    backup.release.clear()  # the async phase stays open after the checkpoint, in the upload
+    store_dir = tmp_path / "store"
+    engine = RocksDbStore(store_dir)
+    gate = SnapshotGate(engine)
+    threads: list[str] = []
+    checkpoint = engine.checkpoint
+
+    def recording_checkpoint(dest):
+        threads.append(threading.current_thread().name)
+        return checkpoint(dest)
+
+    engine.checkpoint = recording_checkpoint  # type: ignore[method-assign]
+    manager = TaskCommitManager(
+        "Partition 0",
+        flush_outputs=lambda: None,
+        flush_stores=gate.flush,
+        durable_stores={"s": DurableStore(engine, store_dir, ("changelog",), True, gate)},
+        backup_managers={"changelog": backup},
+        write_checkpoint=written.append,
+        executor=ThreadPoolExecutor(1, "commit"),
+        max_delay_ms=60_000,
+        timeout_ms=5_000,
+        clock=Clock(),
+    )
+    gate.put(b"k", b"before")
+    assert manager.commit({SSP: 1})
+    gate.put(b"k", b"after")  # the loop goes on while the commit thread checkpoints
+    assert gate.get(b"k") == b"after"
+    backup.release.set()
+    manager.wait(5)
+    assert threads and threads[0].startswith("commit"), "the checkpoint ran on the commit thread"
+    (result,) = written
+    snapshot = RocksDbStore(checkpoint_dir(store_dir, str(result.checkpoint_id)))
+    try:
+        assert snapshot.get(b"k") == b"before"
+    finally:
+        snapshot.close()
+    assert gate.get(b"k") == b"after" and engine.get(b"k") == b"after"
+    assert log[-1] == "cleanup"
+    gate.close()
