@@ -105,11 +105,16 @@ class _MetricsHandler(BaseHTTPRequestHandler):
         self._reply(200, body, CONTENT_TYPE)
 
     def _reply(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            # A scraper that timed out and hung up (a busy container answers slowly): nothing to fix
+            # here, and a traceback per abandoned scrape would bury the container's log.
+            log.debug("metrics scrape from %s abandoned before the answer: %r", self.address_string(), e)
 
     def log_message(self, format: str, *args: object) -> None:
         # Scrapes every few seconds would flood stderr; keep them at debug level.

@@ -221,3 +221,38 @@ def test_server_reports_a_busy_port_and_a_double_start() -> None:
         pytest.raises(MetricsError, match="already started"),
     ):
         server.start()
+
+
+class _Socketless:
+    """A reply file that fails every write with `error`."""
+
+    def __init__(self, error: OSError) -> None:
+        self.error = error
+
+    def write(self, data: bytes) -> int:
+        raise self.error
+
+    def flush(self) -> None:
+        raise self.error
+
+
+def _handler(error: OSError):
+    from samsa.runtime.prometheus import _MetricsHandler
+
+    handler = object.__new__(_MetricsHandler)  # no socket: only its reply path is under test
+    handler.request_version, handler.requestline, handler.command = "HTTP/1.1", "GET /metrics HTTP/1.1", "GET"
+    handler.client_address = ("127.0.0.1", 40000)
+    handler.wfile = _Socketless(error)
+    return handler
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")])
+def test_a_scraper_hanging_up_before_the_answer_is_no_error(error: OSError, caplog) -> None:
+    with caplog.at_level("DEBUG", logger="samsa.runtime.prometheus"):
+        _handler(error)._reply(200, b"samsa_up 1\n", CONTENT_TYPE)
+    assert "abandoned before the answer" in caplog.text
+
+
+def test_other_reply_failures_still_raise() -> None:
+    with pytest.raises(OSError, match="disk on fire"):
+        _handler(OSError("disk on fire"))._reply(200, b"samsa_up 1\n", CONTENT_TYPE)
