@@ -28,3 +28,42 @@ def test_two_stage_pipeline_on_the_broker_counts_each_word_once_through_crashes(
             admin.delete_topics([t for t in admin.metadata().topics if pipeline.suffix in t])
         finally:
             admin.close()
+
+
+def test_a_downstream_job_catching_up_under_a_tiny_buffer_bound_reads_again_from_the_broker(
+    kafka_bootstrap, tmp_path, monkeypatch
+):
+    # The upstream job runs to its end first; the downstream one then catches up on all its versions with
+    # a 200-byte buffer bound: the records it cannot buffer are read again from the broker (consumer seek).
+    from samsa.runtime.run_loop import RunLoop
+
+    read_again: list[object] = []
+    again = RunLoop._read_again
+
+    def counting_read_again(self, buf, offset):
+        read_again.append(buf.ssp)
+        again(self, buf, offset)
+
+    monkeypatch.setattr(RunLoop, "_read_again", counting_read_again)
+    pipeline = Pipeline(tmp_path, stages=2, tasks=(3, 2), intermediate_partitions=(2,), url=kafka_bootstrap)
+    try:
+        pipeline.feed(LINES)
+        upstream, downstream = pipeline.configs(
+            commit_ms=20, containers=2, **{"task.eos.buffer.max.bytes": "200"}
+        )
+        first = DeterministicScheduler(3)
+        first.add_job(upstream)
+        first.run()
+        second = DeterministicScheduler(3)
+        second.add_job(downstream)
+        second.run()
+        expected = truth(LINES)
+        assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
+        assert pipeline.store() == expected
+        assert read_again, "the bound was reached: records were read again from the broker"
+    finally:
+        admin = KafkaAdmin({"bootstrap.servers": kafka_bootstrap})
+        try:
+            admin.delete_topics([t for t in admin.metadata().topics if pipeline.suffix in t])
+        finally:
+            admin.close()
