@@ -284,6 +284,9 @@ def main() -> int:
     parser.add_argument("--commit-ms", type=int, default=500, help="task.commit.ms of the commit runs")
     parser.add_argument("--repeat", type=int, default=4, help="run pairs (off, on) per store size")
     parser.add_argument("--bootstrap", help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument(
+        "--broker-dir", help="the embedded broker's data under this dir (e.g. on tmpfs: not the store's disk)"
+    )
     parser.add_argument("--samsa-config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--verbose", action="store_true", help="Samsa's INFO log")
     args = parser.parse_args()
@@ -291,7 +294,8 @@ def main() -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s"
     )
     work = Path(tempfile.mkdtemp(prefix="samsa-commit-bench-"))
-    broker = None if args.bootstrap else EmbeddedBroker(data_dir=work / "broker").start()
+    broker_data = Path(tempfile.mkdtemp(prefix="samsa-commit-bench-broker-", dir=args.broker_dir or work))
+    broker = None if args.bootstrap else EmbeddedBroker(data_dir=broker_data).start()
     bootstrap = args.bootstrap or (broker.bootstrap_servers if broker else "")
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     words = f"commitbench-words-{int(time.time())}"
@@ -321,6 +325,7 @@ def main() -> int:
         admin.close()
         if broker is not None:
             broker.stop()
+        shutil.rmtree(broker_data, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
