@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ class KafkaProducer:
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._transactional = bool(conf.get("transactional.id"))
         self._failure: KafkaSystemError | None = None
+        self._fatal = False  # the client hit a fatal error (e.g. fenced): only closing it is left
         self._failed_deliveries = 0
         self._sends = 0
         try:
@@ -127,6 +129,7 @@ class KafkaProducer:
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
+            self._fatal = True
             self._failure = KafkaSystemError(
                 f"Fatal Kafka producer error ({self._bootstrap}): {err.name()}: {err.str()}. "
                 "Messages may be lost or duplicated past this point; restart the task from its checkpoint."
@@ -144,7 +147,15 @@ class KafkaProducer:
 
     def flush(self, timeout: float = 60) -> None:
         """Wait until every queued message is delivered; raises on any failure or if some remain."""
-        remaining = self._producer.flush(timeout)
+        try:
+            remaining = self._producer.flush(timeout)
+        except KafkaException as e:  # a fatal error (e.g. fenced) is raised, not reported
+            err = e.args[0]
+            self._fatal = self._fatal or (isinstance(err, KafkaError) and err.fatal())
+            raise KafkaSystemError(
+                f"Kafka producer ({self._bootstrap}) cannot deliver: {e}. "
+                "Restart the task from its checkpoint."
+            ) from e
         if self._failure is not None:
             raise self._failure
         if remaining > 0:
@@ -165,7 +176,21 @@ class KafkaProducer:
         try:
             self.flush(timeout)
         finally:
+            self._release()
+
+    def _release(self) -> None:
+        if not self._fatal:
             self._producer.close()
+            return
+        # A fenced or otherwise failed transactional producer cannot abort its transaction (the broker
+        # already did): confluent-kafka's close still tries and warns; that warning tells nothing.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self._producer.close()
+        for w in caught:
+            LIBRDKAFKA_LOG.debug(
+                "Kafka producer (%s) closed after a fatal error: %s", self._bootstrap, w.message
+            )
 
     def __enter__(self) -> KafkaProducer:
         return self
@@ -211,6 +236,7 @@ class KafkaProducer:
                 raise TransactionError(
                     name, str(e), requires_abort=False, retriable=False, fatal=False
                 ) from e
+            self._fatal = self._fatal or err.fatal()
             raise TransactionError(
                 name,
                 f"{err.name()}: {err.str()}",

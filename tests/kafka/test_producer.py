@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -147,3 +149,27 @@ def test_commit_without_begin_is_a_transaction_error(kafka_bootstrap: str) -> No
     with pytest.raises(TransactionError, match="commit_transaction"):
         tx.commit_transaction()
     tx.close()
+
+
+def test_a_fenced_producer_fails_fatally_and_closes_without_a_warning(
+    topics: TopicFactory, kafka_bootstrap: str
+) -> None:
+    topic = topics(1)
+    conf = {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"tx-fenced-{topic}"}
+    zombie = KafkaProducer(conf)
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send(topic, b"from the zombie", partition=0)
+    newer = KafkaProducer(conf)
+    newer.init_transactions()  # fences the zombie's epoch at the broker
+    with pytest.raises((TransactionError, KafkaSystemError)) as raised:
+        zombie.commit_transaction()
+    if isinstance(raised.value, TransactionError):
+        assert raised.value.fatal, raised.value
+    # confluent-kafka's close tries to abort the fenced transaction and warns that it cannot.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(KafkaSystemError):  # the close's flush re-raises the fatal error
+            zombie.close()
+    assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    newer.close()
