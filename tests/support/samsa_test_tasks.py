@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -124,3 +125,14 @@ class EnrichTask(StreamTask):
         collector.send(
             OutgoingMessage("kafka", self.output, key=envelope.key, value=f"{envelope.value}:{name}")
         )
+
+
+class HeapProbeTask(StreamTask):
+    """Records `gc.get_freeze_count()` as each message is processed, in the class-level list `FROZEN`."""
+
+    FROZEN: list[int] = []
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        HeapProbeTask.FROZEN.append(gc.get_freeze_count())
