@@ -19,7 +19,8 @@ from samsa.runtime.coordinator import JobCoordinator
 def test_the_startup_heap_is_frozen_while_the_loop_runs_and_unfrozen_after(tmp_path: Path) -> None:
     url = f"inmemory://heap-{uuid.uuid4().hex[:8]}"
     try:
-        KafkaAdmin({"bootstrap.servers": url}).create_topic("in", 1)
+        with KafkaAdmin({"bootstrap.servers": url}) as admin:
+            admin.create_topic("in", 1)
         producer = KafkaProducer({"bootstrap.servers": url})
         for i in range(5):
             producer.send("in", str(i).encode(), key=b"k")
