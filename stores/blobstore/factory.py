@@ -19,7 +19,6 @@ from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
 from samsa.stores.blobstore.exceptions import BlobStoreError
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
-from samsa.stores.blobstore.s3 import S3BlobStore, S3BlobStoreAdmin, make_client
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
 
@@ -39,6 +38,8 @@ def open_blob_store(
     """
     store: BlobStoreManager
     if settings.s3_bucket:
+        from samsa.stores.blobstore.s3 import S3BlobStore  # boto3 loads only for S3 jobs (80 ms)
+
         store = S3BlobStore(
             settings.s3_bucket,
             settings.s3_prefix,
@@ -76,6 +77,8 @@ class LocalDirAdmin:
 
 def blob_store_admin(settings: BlobStoreSettings) -> StateBackendAdmin:
     if settings.s3_bucket:
+        from samsa.stores.blobstore.s3 import S3BlobStoreAdmin  # boto3 loads only for S3 jobs
+
         return S3BlobStoreAdmin(
             settings.s3_bucket,
             settings.s3_prefix,
@@ -116,6 +119,8 @@ class BlobStoreBackendFactory:
         self._commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, "blob-commit")
         self._s3_client = None
         if settings.s3_bucket and (backup_store is None or restore_store is None):
+            from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs
+
             self._s3_client = make_client(settings.s3_endpoint_url, settings.s3_region)
         self._backup_store = backup_store or open_blob_store(settings, self._upload_pool, self._s3_client)
         self._restore_store = restore_store or open_blob_store(settings, self._download_pool, self._s3_client)

@@ -8,6 +8,8 @@ import io
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 import urllib.parse
 import uuid
@@ -578,3 +580,14 @@ def test_ledger_records_successful_requests_only(local: LocalDirBlobStore) -> No
     assert ledger.added == {first, second} and ledger.added_list in ([first, second], [second, first])
     assert (ledger.read, ledger.ttl_removed, ledger.deleted) == ({first}, {first}, {second})
     assert [b.blob_id for b in ledger.list_blobs()] == [first]
+
+
+def test_a_container_without_s3_does_not_load_boto3() -> None:
+    """boto3 costs ~80 ms of every container start; only jobs with blobstore.s3.bucket load it."""
+    probe = (
+        "import sys, samsa.cli, samsa.runtime.container, samsa.stores.blobstore.factory; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
