@@ -17,6 +17,9 @@ from samsa.kafka.message import OFFSET_END, RawMessage, TopicPartition
 log = logging.getLogger(__name__)
 
 _PARTITION_EOF = KafkaError._PARTITION_EOF
+# Bound on the metadata request `assign` makes before a first logical offset of a topic; past it, the
+# assignment goes ahead without it (and librdkafka's own retry applies).
+_METADATA_TIMEOUT_S = 2.0
 
 
 def _ctps(tps: Iterable[TopicPartition]) -> list[_CTopicPartition]:
@@ -36,8 +39,10 @@ class KafkaConsumer:
             if is_inmemory(conf.get("bootstrap.servers")):
                 # The in-memory client implements the part of Consumer's API called here.
                 self._consumer = cast(Consumer, InMemoryConsumer(conf))
+                self._known_topics: set[str] | None = None  # it knows every topic
             else:
                 self._consumer = Consumer(conf)
+                self._known_topics = set()
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
         self._closed = False
@@ -45,7 +50,22 @@ class KafkaConsumer:
     # -- assignment -------------------------------------------------------------------------------------
     def assign(self, positions: Mapping[TopicPartition, int]) -> None:
         """Replace the assignment: read each partition from its offset (or OFFSET_BEGINNING / OFFSET_END)."""
+        self._learn_leaders({t for (t, _), offset in positions.items() if offset < 0})
         self._consumer.assign([_CTopicPartition(t, p, offset) for (t, p), offset in positions.items()])
+
+    def _learn_leaders(self, topics: set[str]) -> None:
+        # librdkafka resolves a logical offset (beginning, end) by asking the partition's leader; assigned
+        # before the client's first metadata answer names that leader, it waits for a 500 ms retry timer
+        # instead. One metadata request first makes a new consumer read at once (500 ms -> 2 ms here).
+        if self._known_topics is None:
+            return
+        for topic in topics - self._known_topics:
+            try:
+                self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+            except KafkaException as e:
+                log.debug("metadata of %s before assigning it: %s", topic, e)
+                continue
+            self._known_topics.add(topic)
 
     def unassign(self) -> None:
         """Stop reading every partition."""
