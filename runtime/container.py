@@ -176,6 +176,12 @@ class Container:
         if self.epoch is not None:
             # One id per container, the same at every start: a start registering it fences the older ones.
             config["transactional.id"] = f"samsa-checkpoint-{self.job.job_key}-container-{self.model.id}"
+        else:
+            # Not idempotent: a new idempotent producer delivers nothing before librdkafka has its producer
+            # id (a 500 ms timer; the start-up commit waited up to a second for it). Checkpoint records need
+            # no idempotence: they overwrite by key, and a task's records are acknowledged (flushed) before
+            # its next commit writes any, so a retry never lands after a newer record.
+            config.setdefault("enable.idempotence", False)
         return config
 
     # -- start ------------------------------------------------------------------------------------
@@ -621,7 +627,9 @@ class Container:
                     self._eos.commit(ti, advance=False)
                 self._eos.announce(self._tasks)
             elif self._state.has_durable_stores:
-                # Seal the restored state (and the changelog's undo records) before processing anything.
+                # Seal the restored state (and the changelog's undo records) before processing anything:
+                # on a first start there is no checkpoint to go back to, so a crash before this one is
+                # durable would leave processed writes in stores that are never wiped (counted twice).
                 self.commit(self._tasks, wait=True)
             if self.job.prometheus_port is not None:
                 self._server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))

@@ -1,8 +1,9 @@
-"""The container keeps its start-up objects out of the garbage collector's full passes while it runs."""
+"""A container at start: its heap frozen while the loop runs, a checkpoint producer ready at once."""
 
 from __future__ import annotations
 
 import gc
+import time
 import uuid
 from pathlib import Path
 
@@ -50,3 +51,23 @@ def test_the_startup_heap_is_frozen_while_the_loop_runs_and_unfrozen_after(tmp_p
         assert gc.get_freeze_count() == before
     finally:
         forget(url)
+
+
+def test_the_checkpoint_producer_delivers_its_first_record_without_waiting_for_a_producer_id(
+    job_config, topics, kafka_bootstrap
+) -> None:
+    # A new idempotent producer holds its records until librdkafka has a producer id (a 500 ms timer,
+    # often twice): the start-up commit, which waits for its checkpoint records, paid that at every start.
+    job = JobConfig(Config(job_config(f"kafka.{topics(1)}", topics(1))))
+    container = Container(job, JobCoordinator(job).prepare().containers[0])
+    config = container._checkpoint_client_config()
+    assert config.get("enable.idempotence") is False
+    topic = topics(1)
+    producer = KafkaProducer(config)
+    try:
+        started = time.monotonic()
+        producer.send(topic, b"checkpoint", key=b"task", partition=0)
+        producer.flush()
+        assert time.monotonic() - started < 0.45
+    finally:
+        producer.close()
