@@ -2,7 +2,6 @@
 
 from eos_pipeline import Pipeline, truth
 
-from samsa.kafka import KafkaAdmin
 from samsa.testing.faults import Crash
 from samsa.testing.scheduler import DeterministicScheduler
 
@@ -23,11 +22,7 @@ def test_two_stage_pipeline_on_the_broker_counts_each_word_once_through_crashes(
         assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
         assert pipeline.store() == expected
     finally:
-        admin = KafkaAdmin({"bootstrap.servers": kafka_bootstrap})
-        try:
-            admin.delete_topics([t for t in admin.metadata().topics if pipeline.suffix in t])
-        finally:
-            admin.close()
+        pipeline.close()
 
 
 def test_a_downstream_job_catching_up_under_a_tiny_buffer_bound_reads_again_from_the_broker(
@@ -51,19 +46,10 @@ def test_a_downstream_job_catching_up_under_a_tiny_buffer_bound_reads_again_from
         upstream, downstream = pipeline.configs(
             commit_ms=20, containers=2, **{"task.eos.buffer.max.bytes": "200"}
         )
-        first = DeterministicScheduler(3)
-        first.add_job(upstream)
-        first.run()
-        second = DeterministicScheduler(3)
-        second.add_job(downstream)
-        second.run()
+        pipeline.run_in_turn(3, upstream, downstream)
         expected = truth(LINES)
         assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
         assert pipeline.store() == expected
         assert read_again, "the bound was reached: records were read again from the broker"
     finally:
-        admin = KafkaAdmin({"bootstrap.servers": kafka_bootstrap})
-        try:
-            admin.delete_topics([t for t in admin.metadata().topics if pipeline.suffix in t])
-        finally:
-            admin.close()
+        pipeline.close()

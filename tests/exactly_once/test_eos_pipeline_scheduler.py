@@ -119,13 +119,9 @@ def _catch_up(path, merge: bool, monkeypatch) -> tuple[int, int]:
         pipeline.feed(lines)
         upstream, downstream = pipeline.configs(commit_ms=20, containers=4)
         downstream["task.commit.ms"] = "1000"  # a checkpoint falls due every 50 upstream versions
-        first = DeterministicScheduler(5)
-        first.add_job(upstream)
-        first.run()
+        pipeline.run_in_turn(5, upstream)
         counts.update(advance=0, pass_to=0)
-        second = DeterministicScheduler(5)
-        second.add_job(downstream)
-        second.run()
+        pipeline.run_in_turn(5, downstream)
         expected = truth(lines)
         assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
         assert pipeline.store() == expected

@@ -205,9 +205,25 @@ class Pipeline:
                     db.close()
         return total
 
+    def run_in_turn(self, seed: int, *configs: dict[str, str]) -> None:
+        """Runs each job to its end before the next starts (a downstream job then catches up)."""
+        from samsa.testing.scheduler import DeterministicScheduler
+
+        for config in configs:
+            scheduler = DeterministicScheduler(seed)
+            scheduler.add_job(config)
+            scheduler.run()
+
     def close(self) -> None:
+        """Forgets an in-memory broker; deletes the pipeline's topics from a real one."""
         if self.url.startswith("inmemory://"):
             forget(self.url)
+            return
+        admin = KafkaAdmin({"bootstrap.servers": self.url})
+        try:
+            admin.delete_topics([t for t in admin.metadata().topics if self.suffix in t])
+        finally:
+            admin.close()
 
 
 def truth(lines: list[str]) -> Counter[str]:
