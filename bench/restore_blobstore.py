@@ -207,8 +207,8 @@ def samsa_blob_restore(
 ) -> tuple[float, float, list[Path], list[RestoreStats]]:
     """One task per snapshot restored as a container does. First what the container's backend factory
     makes at start: the restore store (its boto3 client) on its download pool
-    (`blobstore.download.parallelism` threads). Then the restore: a manager per task, init (reads the
-    index), the restores on a pool of `parallelism` threads (`stores.restore.parallelism`), each closed.
+    (`blobstore.download.parallelism` threads). Then the restore, on a pool of `parallelism` threads
+    (`stores.restore.parallelism`): per task a manager, its init (reads the index), restore and close.
 
     Returns (seconds to make the client, seconds to restore, store dirs, the managers' figures).
     """
@@ -218,26 +218,23 @@ def samsa_blob_restore(
     store = open_blob_store(settings, download_pool)
     t1 = time.monotonic()
     try:
-        managers = []
-        for p, mk in enumerate(markers):
-            context = task_context(p, root / f"Partition_{p}" / STORE, mk)
+        contexts = [task_context(p, root / f"Partition_{p}" / STORE, mk) for p, mk in enumerate(markers)]
+
+        def restore_one(context: TaskStoresContext) -> None:
             transfer = BlobTransfer(store, settings.chunk_size)
             manager = BlobStoreRestoreManager(context, transfer, JOB_NAME, JOB_ID, restored.append)
-            manager.init(mk, checkpoint_id)
-            managers.append(manager)
-
-        def restore_one(manager: BlobStoreRestoreManager) -> None:
             try:
+                manager.init(context.checkpoint_markers["blobstore"], checkpoint_id)
                 manager.restore(threading.Event())
             finally:
                 manager.close()
 
         with ThreadPoolExecutor(parallelism, "restore") as pool:
-            list(pool.map(restore_one, managers))
+            list(pool.map(restore_one, contexts))
     finally:
         store.close()
         download_pool.shutdown(wait=True)
-    dirs = [m.context.store_dirs[STORE] for m in managers]
+    dirs = [c.store_dirs[STORE] for c in contexts]
     return t1 - t0, time.monotonic() - t1, dirs, restored
 
 
@@ -450,6 +447,8 @@ def incremental(
         this = commit(engines, managers, uploads)
         figures.append(report_commit(str(r + 1) if updated else "no write", len(updated), previous, this))
         previous = this
+    if args.update_rounds == 0:
+        return
     total, size = sum(up for up, _ in figures), figures[-1][1]
     print(
         f"  in all {total / 1e6:.1f} MB uploaded for {args.update_rounds} updates: "

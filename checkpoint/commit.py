@@ -108,9 +108,19 @@ class TaskCommitManager:
         """Commits `offsets` (captured by the caller before anything was flushed). A timer's commit is
         skipped (False) while the previous one uploads, within the max delay; a commit the task asked for
         (`requested`) waits for it instead. `wait` returns only once this commit is durable."""
+        started = self.start(offsets, force=wait, requested=requested)
+        if wait:
+            self.wait()
+        return started
+
+    def start(
+        self, offsets: dict[SystemStreamPartition, int], force: bool = False, requested: bool = False
+    ) -> bool:
+        """`commit` without waiting for the async phase; `force` never skips (as a waited commit). Callers
+        committing several tasks and waiting for all start each first, so their uploads overlap."""
         self._raise_failure()
         if not self._permit.acquire(blocking=False):
-            if not (wait or requested) and self._clock() - self._last_start < self._max_delay_s:
+            if not (force or requested) and self._clock() - self._last_start < self._max_delay_s:
                 self.skipped += 1
                 return False
             if not requested:
@@ -128,10 +138,7 @@ class TaskCommitManager:
         except BaseException:
             self._permit.release()
             raise
-        future = self._submit(result)
-        if wait:
-            future.result()
-            self._raise_failure()
+        self._submit(result)
         return True
 
     def _await_previous(self) -> bool:

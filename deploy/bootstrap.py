@@ -518,4 +518,6 @@ class _TaskStates:
 
     def commit(self, offsets: dict[str, dict[SystemStreamPartition, int]]) -> None:
         for task, task_offsets in offsets.items():
-            self.state.commit_managers[task].commit(task_offsets, wait=True)
+            self.state.commit_managers[task].start(task_offsets, force=True)
+        for task in offsets:  # all started first: the tasks' uploads overlap
+            self.state.commit_managers[task].wait()

@@ -465,12 +465,17 @@ class Container:
         for ti, offsets in captured:
             start = time.perf_counter_ns()
             manager = self._state.commit_managers[ti.name]
-            if manager.commit(offsets, wait=wait, requested=requested):
+            if manager.start(offsets, force=wait, requested=requested):
                 ti.committed(time.perf_counter_ns() - start)
             else:
                 ti.commit_skipped()
             if ti.commit_interval:
                 ti.next_commit = self._clock() + ti.commit_interval  # the container's clock, maybe virtual
+        if wait:
+            # Every task's commit was started before waiting for any: their uploads overlap (a blob-store
+            # commit is several round trips per task, so one after the other grows with the task count).
+            for ti, _ in captured:
+                self._state.commit_managers[ti.name].wait()
 
     def _commit_exactly_once(self, tasks: Sequence[TaskInstance]) -> None:
         """A source task cuts its version on its commit timer (or request, or stop); an aligned task only

@@ -72,52 +72,49 @@ class TaskStoresModel:
 class StoreRestore:
     """Restores one store: from its primary backend, then replays its changelog tail when it has one.
 
-    When the primary's snapshot is missing, corrupt or unsafe (`SNAPSHOT_UNUSABLE`) and the store has a
-    changelog, the changelog restores it instead, and the log says so.
+    The primary's manager is made and initialised in `restore`, on the restore pool: its init reads the
+    backend (a blob-store snapshot's index), so the stores of a container do that in parallel too. When the
+    primary's snapshot is missing, corrupt or unsafe (`SNAPSHOT_UNUSABLE`) and the store has a changelog,
+    the changelog restores it instead, and the log says so.
     """
 
     def __init__(
         self,
         store: str,
         task: str,
-        primary: TaskRestoreManager | None,
+        primary: Callable[[], TaskRestoreManager],
         changelog: Callable[[], TaskRestoreManager] | None,
-        failed: BaseException | None = None,
     ) -> None:
         self.store = store
         self.task = task
         self._primary = primary
         self._changelog = changelog
-        self._failed = failed
 
     def restore(self, stop: threading.Event) -> None:
-        if self._primary is not None:
-            try:
-                self._primary.restore(stop)
-            except SNAPSHOT_UNUSABLE as e:
-                if self._changelog is None:
-                    raise
-                self._failed = e
-            finally:
-                self._primary.close()
-                self._primary = None
-        if self._failed is not None:
+        failed: BaseException | None = None
+        try:
+            self._restore_with(self._primary, stop)
+        except SNAPSHOT_UNUSABLE as e:
+            if self._changelog is None:
+                raise
+            failed = e
+        if failed is not None:
             log.warning(
                 "store %s of task %s: restoring from its changelog instead of the blob store: %s",
                 self.store,
                 self.task,
-                self._failed,
+                failed,
             )
         if self._changelog is not None:
-            manager = self._changelog()
-            try:
-                manager.restore(stop)
-            finally:
-                manager.close()
+            self._restore_with(self._changelog, stop)
 
-    def close(self) -> None:
-        if self._primary is not None:
-            self._primary.close()
+    @staticmethod
+    def _restore_with(open_manager: Callable[[], TaskRestoreManager], stop: threading.Event) -> None:
+        manager = open_manager()
+        try:
+            manager.restore(stop)
+        finally:
+            manager.close()
 
 
 class TaskStorage:
@@ -269,23 +266,15 @@ class ContainerStorage:
         progress = [p for c in self.contexts.values() for p in c.progress.values()]
         # The first failure fails the start: the other restores are stopped (through `stop`), not waited out.
         with RestoreReporter(progress), ThreadPoolExecutor(self._parallelism, "restore") as pool:
-            futures = [pool.submit(self._restore_one, manager, stop) for manager in managers]
+            futures = [pool.submit(manager.restore, stop) for manager in managers]
             try:
                 for future in as_completed(futures):
                     future.result()
             except BaseException:
                 stop.set()
-                for future, manager in zip(futures, managers, strict=True):
-                    if future.cancel():
-                        manager.close()  # never ran: release what its init opened
+                for future in futures:
+                    future.cancel()  # never ran: opened nothing
                 raise
-
-    @staticmethod
-    def _restore_one(manager: StoreRestore, stop: threading.Event) -> None:
-        try:
-            manager.restore(stop)
-        finally:
-            manager.close()
 
     def _store_restore(
         self,
@@ -309,19 +298,28 @@ class ContainerStorage:
         if tail:
 
             def changelog() -> TaskRestoreManager:
-                manager = self.backends[CHANGELOG].restore_manager(sub)
-                manager.init(changelog_markers, checkpoint_id)
-                return manager
+                return self._opened(CHANGELOG, sub, changelog_markers, checkpoint_id)
 
-        primary = self.backends[backend].restore_manager(sub)
-        try:
-            primary.init(backend_markers, checkpoint_id)
-        except SNAPSHOT_UNUSABLE as e:
-            primary.close()
-            if changelog is None:
-                raise
-            return StoreRestore(store, context.task_name, None, changelog, e)
+        def primary() -> TaskRestoreManager:
+            return self._opened(backend, sub, backend_markers, checkpoint_id)
+
         return StoreRestore(store, context.task_name, primary, changelog)
+
+    def _opened(
+        self,
+        backend: str,
+        context: TaskStoresContext,
+        markers: Markers | None,
+        checkpoint_id: str | None,
+    ) -> TaskRestoreManager:
+        """`backend`'s restore manager of `context`, initialised; closed again when its init fails."""
+        manager = self.backends[backend].restore_manager(context)
+        try:
+            manager.init(markers, checkpoint_id)
+        except BaseException:
+            manager.close()
+            raise
+        return manager
 
     def _subset(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +17,7 @@ from samsa.checkpoint.model import CheckpointV2
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager
-from samsa.stores.blobstore.api import BlobMetadata
+from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.transfer import BlobTransfer
 
@@ -97,6 +98,37 @@ def test_the_same_host_reuses_its_local_checkpoint_without_downloading(
     assert final_counts(read_topic(out)) == Counter([*sent, "fig"])
     downloaded = container.registry.snapshot()["samsa_blobstore_downloaded_files"]
     assert [d["value"] for d in downloaded] == [0]
+
+
+def test_the_tasks_blob_store_round_trips_overlap_at_start_and_stop(
+    job_config, topics, produce, read_topic, run_job, tmp_path, monkeypatch
+):
+    # Each task's snapshot index is read (restore, then the backup manager's start-up cleanup) and written
+    # (the start-up and final commits) only once both tasks are at the same step: done one task after
+    # the other, the first would wait at the barrier until it breaks and the job would fail.
+    reads, writes = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    get, put = LocalDirBlobStore._get, LocalDirBlobStore._put
+
+    def paired_get(self: LocalDirBlobStore, blob_id: str, sink: Any, metadata: BlobMetadata) -> None:
+        if metadata.payload_path == SNAPSHOT_INDEX_PATH:
+            reads.wait()
+        get(self, blob_id, sink, metadata)
+
+    def paired_put(self: LocalDirBlobStore, source: Any, metadata: BlobMetadata) -> str:
+        if metadata.payload_path == SNAPSHOT_INDEX_PATH:
+            writes.wait()
+        return put(self, source, metadata)
+
+    monkeypatch.setattr(LocalDirBlobStore, "_get", paired_get)
+    monkeypatch.setattr(LocalDirBlobStore, "_put", paired_put)
+    words, out = topics(2), topics(2)
+    sent = random.Random(5).choices(WORDS, k=100)
+    produce(words, [(w, w) for w in sent])
+    config = _count_job(job_config, words, out, tmp_path / "blobs")
+    run_job(config)
+    run_job({**config, "job.logged.store.base.dir": str(tmp_path / "other-host")})  # restores both tasks
+    assert final_counts(read_topic(out)) == Counter(sent)
+    assert not reads.broken and not writes.broken
 
 
 @pytest.mark.parametrize("crash", ["during-processing", "after-snapshot", "after-upload", "after-checkpoint"])

@@ -87,4 +87,6 @@ def test_the_first_failed_restore_stops_the_others(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="cannot restore b"):
         _storage(tmp_path, backend).restore({}, {}, threading.Event())
     assert time.monotonic() - started < 5, "the other restores were stopped, not waited out"
-    assert sorted(backend.closed) == ["a", "b", "c"]
+    # A restore cancelled before it ran opened no manager; every manager opened was closed.
+    assert "b" in backend.closed
+    assert sorted(backend.closed) == sorted(s for s, _ in backend.inits)
