@@ -163,6 +163,7 @@ class ContainerState:
                 blob_stores,
                 on_upload=self._record_upload,
                 on_restore=self._record_restore,
+                tasks=len(model.tasks),
             )
             backends[BLOBSTORE] = self._blob_factory
         tasks = [TaskStoresModel(t.name, changelog_partition(t)) for t in model.tasks]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
@@ -190,16 +190,21 @@ class BlobStoreBackupManager:
             known = uploaded.get(store)
             if known is None or known.blob_id != blob_id:
                 known = _Snapshot(blob_id, self._transfer.get_index(blob_id, self.base(store)))
-            self._make_permanent(store, known)
+            with self._lock:
+                committed = self._committed.get(store)
+            # A committed snapshot's blobs were all made permanent before it became the base: a commit
+            # asks only about the blobs it added, not about every file of the store again.
+            permanent = set(committed.index.dir_index.present_blobs()) if committed else set()
+            self._make_permanent(store, known, permanent)
             with self._lock:
                 self._committed[store] = known
                 self._verify.discard(store)
         self._delete_orphans()
 
-    def _make_permanent(self, store: str, snapshot: _Snapshot) -> None:
+    def _make_permanent(self, store: str, snapshot: _Snapshot, permanent: Collection[str] = ()) -> None:
         # TTLs first: a blob this snapshot keeps must never expire, and deletes only touch dropped blobs.
         base = self.base(store)
-        self._transfer.remove_ttls(snapshot.index, snapshot.blob_id, base)
+        self._transfer.remove_ttls(snapshot.index, snapshot.blob_id, base, frozenset(permanent))
         self._transfer.delete_removed(snapshot.index, base)
 
     def _delete_orphans(self) -> None:

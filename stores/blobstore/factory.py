@@ -24,8 +24,10 @@ from samsa.stores.blobstore.transfer import BlobTransfer
 
 log = logging.getLogger(__name__)
 
-# Uploads and cleanups of a container's tasks; they wait on the blob store's I/O pool, never run I/O.
+# Uploads and cleanups of a container's tasks, at least this many at once; they wait on the blob store's
+# I/O pools (which bound the requests in flight), never run I/O, so a thread per task costs little.
 _COMMIT_THREADS = 4
+_MAX_COMMIT_THREADS = 64
 
 
 def open_blob_store(
@@ -94,8 +96,9 @@ class BlobStoreBackendFactory:
 
     `stores` are the stores this backend backs up. Uploads and downloads have their own I/O pools
     (`blobstore.upload.parallelism`, `blobstore.download.parallelism`) shared by every task of the
-    container, so the parallelism is per container whatever the task count. `backup_store` and
-    `restore_store` replace the configured store (tests wrap it to record every request).
+    container, so the parallelism is per container whatever the task count; `tasks` (the container's
+    count) sizes the pool on which the tasks' uploads and cleanups wait, so that none waits for another's.
+    `backup_store` and `restore_store` replace the configured store (tests wrap it to record every request).
     """
 
     name = "blobstore"
@@ -109,6 +112,7 @@ class BlobStoreBackendFactory:
         restore_store: BlobStoreManager | None = None,
         on_upload: Callable[[UploadStats], None] | None = None,
         on_restore: Callable[[RestoreStats], None] | None = None,
+        tasks: int = 1,
     ) -> None:
         self.settings = settings
         self.stores = frozenset(stores)
@@ -116,7 +120,8 @@ class BlobStoreBackendFactory:
         self._on_restore = on_restore
         self._upload_pool = ThreadPoolExecutor(settings.upload_parallelism, "blob-upload")
         self._download_pool = ThreadPoolExecutor(settings.download_parallelism, "blob-download")
-        self._commit_pool = ThreadPoolExecutor(_COMMIT_THREADS, "blob-commit")
+        commit_threads = min(_MAX_COMMIT_THREADS, max(_COMMIT_THREADS, tasks))
+        self._commit_pool = ThreadPoolExecutor(commit_threads, "blob-commit")
         self._s3_client = None
         if settings.s3_bucket and (backup_store is None or restore_store is None):
             from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs

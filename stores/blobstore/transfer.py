@@ -23,7 +23,7 @@ import queue
 import stat as st
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -181,14 +181,23 @@ class BlobTransfer:
 
     # -- TTLs and deletes --------------------------------------------------------------------------------
 
-    def remove_ttls(self, index: SnapshotIndex, index_blob_id: str, base: BlobMetadata) -> None:
+    def remove_ttls(
+        self,
+        index: SnapshotIndex,
+        index_blob_id: str,
+        base: BlobMetadata,
+        permanent: Collection[str] = frozenset(),
+    ) -> None:
         """Makes every blob of the snapshot permanent, and the index blob last, once all of those are.
 
-        An index is never permanent while a blob it needs may still expire.
+        Blobs in `permanent` are known to be so already and skipped. An index is never permanent while a
+        blob it needs may still expire.
         """
         batch: _Batch[None] = _Batch()
         try:
             for rel_path, blob_id in _present_blobs(index.dir_index, ""):
+                if blob_id in permanent:
+                    continue
                 meta = replace(base, payload_path=rel_path, payload_size=-1)
                 batch.add(self._store.remove_ttl(blob_id, meta), where=meta.describe())
         except BaseException as e:

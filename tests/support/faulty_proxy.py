@@ -5,8 +5,8 @@ the proxy without forwarding; `stall` (the request is read, then no answer until
 read timeout, then the connection is closed); `cut` (forwarded, then the answer is broken off halfway
 through its body, or before its head when it has none). Everything else is forwarded unchanged, streamed
 both ways: request bodies sized by Content-Length or chunked (framing and trailers passed through as
-sent), the Host header kept (SigV4 signs it). `Expect: 100-continue` is answered by the proxy, and only
-for requests it forwards or stalls, as S3 does.
+sent), the Host header kept (SigV4 signs it), after `latency_s` (a remote store's round trip; default 0).
+`Expect: 100-continue` is answered by the proxy, and only for requests it forwards or stalls, as S3 does.
 
 Import the fixture into a conftest next to moto's: `from faulty_proxy import faulty_s3_endpoint`.
 """
@@ -45,6 +45,7 @@ class FaultyProxy:
         seed: int = 20240601,
         stall_s: float = 1.5,
         kinds: tuple[str, ...] = FAULT_KINDS,
+        latency_s: float = 0.0,
     ) -> None:
         unknown = set(kinds) - set(FAULT_KINDS)
         if unknown:
@@ -54,6 +55,7 @@ class FaultyProxy:
         self.fraction = fraction
         self.stall_s = stall_s
         self.kinds = kinds
+        self.latency_s = latency_s
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._injected: Counter[str] = Counter()
@@ -163,6 +165,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.proxy.stopping.wait(self.proxy.stall_s)
             self.close_connection = True
         else:
+            if self.proxy.latency_s:
+                self.proxy.stopping.wait(self.proxy.latency_s)  # a remote store's round trip
             self._forward(cut=fault == "cut")
 
     def _expects_continue(self) -> bool:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from blob_ledger import LedgerBlobStore
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.stores.backend import TaskStoresContext
@@ -214,3 +215,28 @@ def test_a_restore_starts_writing_large_files_to_disk_while_downloading(
     assert requests and requests[0][0] == 0  # contiguous ranges from the start, each at least INTERVAL
     assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(requests))
     assert all(n >= writeback.INTERVAL for _, n in requests)
+
+
+def test_a_commit_makes_permanent_only_the_blobs_it_added_and_a_restart_all_of_them(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(4) as io, ThreadPoolExecutor(2) as pool:
+        ledger = LedgerBlobStore(LocalDirBlobStore(tmp_path / "blobs", io, 3600.0))
+        task = Task(tmp_path, BlobTransfer(ledger), pool, ["a"])
+        manager = task.manager(None)
+        first = task.checkpoint({"x": b"1", "y": b"2"})
+        committed = manager.upload(first, {}).result()
+        manager.cleanup(first, committed).result()
+        kept = set(task.transfer.get_index(committed["a"], manager.base("a")).dir_index.present_blobs())
+        assert ledger.ttl_removed == kept | {committed["a"]}
+        before = len(ledger.ttl_removed_list)
+        second = task.checkpoint({"x": b"1", "y": b"3"})  # x is retained, y is new
+        markers = manager.upload(second, {}).result()
+        manager.cleanup(second, markers).result()
+        index = task.transfer.get_index(markers["a"], manager.base("a"))
+        added = set(index.dir_index.present_blobs()) - kept
+        assert len(added) == 1
+        # x's blob was made permanent by the first cleanup: the second asks only about y's and its index.
+        assert sorted(ledger.ttl_removed_list[before:]) == sorted([*added, markers["a"]])
+        before = len(ledger.ttl_removed_list)
+        # A restart cannot know whether the last cleanup finished: it makes every blob permanent again.
+        task.manager(markers)
+        assert set(ledger.ttl_removed_list[before:]) == set(index.dir_index.present_blobs()) | {markers["a"]}
