@@ -157,7 +157,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", default="1,4,8", help="task counts, comma-separated; the first is the base")
+    parser.add_argument("--tasks", default="1,4,8", help="task counts; the first is the baseline")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every S3 request (20)")
     parser.add_argument("--repeat", type=int, default=3, help="restarts per task count; medians reported")
     parser.add_argument("--words", type=int, default=2000, help="input messages per task count (2000)")

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +67,19 @@ class CommitResult:
 
 
 CheckpointWriter = Callable[[CommitResult], None]
+
+
+def wait_all(managers: Iterable[TaskCommitManager]) -> None:
+    """Waits for the commit in flight of every manager, then raises the first failure: started together
+    (`start`), the tasks' commits overlap, and none is left running when one failed."""
+    failure: Exception | None = None
+    for manager in managers:
+        try:
+            manager.wait()
+        except Exception as e:
+            failure = failure or e
+    if failure is not None:
+        raise failure
 
 
 class TaskCommitManager:

@@ -27,6 +27,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.tool import live_containers, parse_reset_target
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.deploy.exceptions import BootstrapError
@@ -519,5 +520,4 @@ class _TaskStates:
     def commit(self, offsets: dict[str, dict[SystemStreamPartition, int]]) -> None:
         for task, task_offsets in offsets.items():
             self.state.commit_managers[task].start(task_offsets, force=True)
-        for task in offsets:  # all started first: the tasks' uploads overlap
-            self.state.commit_managers[task].wait()
+        wait_all(self.state.commit_managers[task] for task in offsets)  # all started first: they overlap

@@ -28,6 +28,7 @@ from samsa.adjunct.manager import (
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
+from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.checkpoint.faults import SimulatedCrash
 from samsa.checkpoint.model import AnyCheckpoint
@@ -474,8 +475,7 @@ class Container:
         if wait:
             # Every task's commit was started before waiting for any: their uploads overlap (a blob-store
             # commit is several round trips per task, so one after the other grows with the task count).
-            for ti, _ in captured:
-                self._state.commit_managers[ti.name].wait()
+            wait_all(self._state.commit_managers[ti.name] for ti, _ in captured)
 
     def _commit_exactly_once(self, tasks: Sequence[TaskInstance]) -> None:
         """A source task cuts its version on its commit timer (or request, or stop); an aligned task only
