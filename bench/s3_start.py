@@ -37,6 +37,7 @@ import boto3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from faulty_proxy import FaultyProxy
 from moto_server import FAKE_ENVIRONMENT, UNSET
+from testrunner import job_config
 
 from samsa.examples.wordcount.generator import WORDS
 from samsa.kafka import KafkaAdmin, KafkaProducer
@@ -73,31 +74,16 @@ def start_moto(port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"moto_server did not listen on port {port} within 30 s")
 
 
-def job_config(bootstrap: str, endpoint: str, topic: str, tasks: int, state: Path) -> dict[str, str]:
-    job_id = uuid.uuid4().hex[:8]
+def s3_job_config(bootstrap: str, endpoint: str, topic: str, state: Path) -> dict[str, str]:
+    """The word count of `testrunner.py` over `topic`, its counts store backed up to S3 only."""
+    config = job_config(bootstrap, topic, f"{topic}-counts", state)
     return {
-        "job.name": "s3start",
-        "job.id": job_id,
-        "task.class": "samsa.examples.wordcount.task:WordCount",
-        "task.inputs": f"kafka.{topic}",
-        "task.outputs": f"kafka.{topic}-counts",
-        "wordcount.output.stream": f"{topic}-counts",
-        "systems.kafka.samza.factory": "kafka",
-        "systems.kafka.bootstrap.servers": bootstrap,
-        "systems.kafka.samza.key.serde": "string",
-        "systems.kafka.samza.msg.serde": "string",
-        "systems.kafka.samza.offset.default": "oldest",
-        f"systems.kafka.streams.{topic}-counts.samza.msg.serde": "long",
-        "stores.counts.factory": "rocksdb",
-        "stores.counts.key.serde": "string",
-        "stores.counts.msg.serde": "long",
+        **config,
         "stores.counts.backup.factories": "blobstore",
         "blobstore.s3.bucket": BUCKET,
-        "blobstore.s3.prefix": f"bench/{job_id}",
+        "blobstore.s3.prefix": f"bench/{config['job.id']}",
         "blobstore.s3.endpoint.url": endpoint,
         "blobstore.s3.region": "us-east-1",
-        "job.logged.store.base.dir": str(state),
-        "job.non-logged.store.base.dir": str(state),
     }
 
 
@@ -131,7 +117,7 @@ def bench_tasks(
             word = rng.choice(WORDS).encode()
             producer.send(topic, word, key=word)
         producer.close()
-        config = job_config(bootstrap, proxy.url, topic, tasks, work / f"host-{tasks}-first")
+        config = s3_job_config(bootstrap, proxy.url, topic, work / f"host-{tasks}-first")
         run_once(config)  # fills and commits the stores
         starts, finishes, requests = [], [], []
         for i in range(args.repeat):

@@ -217,20 +217,14 @@ class ContainerState:
                 doc = "Bytes replayed into the store at start"
                 registry.gauge(m.STORE_RESTORED_BYTES, doc, labels).set(progress.bytes)
         opened = self.storage.open()
-        tasks = list(opened.items())
 
-        def commit_manager(item: tuple[str, TaskStorage]) -> TaskCommitManager:
-            return self._commit_manager(item[1], markers[item[0]])
+        def commit_manager(name: str) -> TaskCommitManager:
+            return self._commit_manager(opened[name], markers[name])
 
-        if len(tasks) > 1:
-            # A backup manager's init finishes its snapshot's cleanup (blob-store round trips): tasks in
-            # parallel, so a start does not grow with the task count.
-            with ThreadPoolExecutor(min(8, len(tasks)), "backup-init") as pool:
-                built = list(pool.map(commit_manager, tasks))
-        else:
-            built = [commit_manager(item) for item in tasks]
-        for (name, _), manager in zip(tasks, built, strict=True):
-            self.commit_managers[name] = manager
+        # A backup manager's init finishes its snapshot's cleanup (blob-store round trips): tasks in
+        # parallel, so a start does not grow with the task count.
+        with ThreadPoolExecutor(max(1, min(8, len(opened))), "backup-init") as pool:
+            self.commit_managers.update(zip(opened, pool.map(commit_manager, opened), strict=True))
         return opened
 
     def _record_upload(self, stats: UploadStats) -> None:

@@ -204,7 +204,7 @@ class BlobStoreBackupManager:
     def _make_permanent(self, store: str, snapshot: _Snapshot, permanent: Collection[str] = ()) -> None:
         # TTLs first: a blob this snapshot keeps must never expire, and deletes only touch dropped blobs.
         base = self.base(store)
-        self._transfer.remove_ttls(snapshot.index, snapshot.blob_id, base, frozenset(permanent))
+        self._transfer.remove_ttls(snapshot.index, snapshot.blob_id, base, permanent)
         self._transfer.delete_removed(snapshot.index, base)
 
     def _delete_orphans(self) -> None:
