@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import logging
 import os
 import random
 import shutil
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +23,10 @@ from typing import Any, cast
 # bench/ is not part of the package: the raw baseline uses boto3 directly, against moto's server.
 import boto3
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 from restore import BATCH, SAMPLE, STORE, key_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from moto_server import FAKE_ENVIRONMENT, UNSET, MotoProcess
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.stores.backend import Markers, TaskStoresContext
@@ -40,22 +42,6 @@ from samsa.stores.rocksdb import RocksDbStore
 
 JOB_NAME, JOB_ID = "bench", "1"
 PIECE = 1 << 20  # bytes per read of the raw download, as Samsa's S3 store copies a body
-# moto's server runs in this process; boto3 must find these and never a developer's real credentials.
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_CONFIG_FILE": "/nonexistent/samsa-bench-aws-config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/samsa-bench-aws-credentials",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-AWS_UNSET = (
-    "AWS_SESSION_TOKEN",
-    "AWS_SECURITY_TOKEN",
-    "AWS_PROFILE",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-)
 
 
 @dataclass(frozen=True)
@@ -91,8 +77,9 @@ def raw_client(target: S3Target, connections: int) -> Any:
 
 @contextlib.contextmanager
 def s3_target(args: argparse.Namespace) -> Iterator[S3Target]:
-    """`--s3-bucket` (on `--s3-endpoint`, else AWS), or moto's S3 server started in this process on a free
-    port of 127.0.0.1 with fake credentials in this process's environment. The run's objects go at the end."""
+    """`--s3-bucket` (on `--s3-endpoint`, else AWS), or moto's S3 server started in a process of its own on a
+    free port of 127.0.0.1, with fake credentials in this process's environment (boto3 must never find a
+    developer's real ones). The run's objects go at the end."""
     prefix = f"samsa-bench-restore-{int(time.time())}"
     if args.s3_bucket:
         target = S3Target(args.s3_endpoint, args.s3_bucket, prefix, args.s3_region, args.s3_endpoint or "AWS")
@@ -101,21 +88,13 @@ def s3_target(args: argparse.Namespace) -> Iterator[S3Target]:
         finally:
             delete_prefix(target)
         return
-    for name in AWS_UNSET:
+    for name in UNSET:
         os.environ.pop(name, None)
-    os.environ.update(FAKE_AWS)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        target = S3Target(
-            f"http://{host}:{port}", "samsa-bench", prefix, "us-east-1", "moto, in this process"
-        )
+    os.environ.update(FAKE_ENVIRONMENT)
+    with MotoProcess() as server:  # moto keeps the objects in its process: they go with it
+        target = S3Target(server.url, "samsa-bench", prefix, "us-east-1", "moto, in a process of its own")
         raw_client(target, 1).create_bucket(Bucket=target.bucket)
         yield target
-    finally:
-        server.stop()  # moto keeps the objects in this process: they go with it
 
 
 def delete_prefix(target: S3Target) -> None:

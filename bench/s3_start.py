@@ -22,9 +22,7 @@ import logging
 import os
 import random
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +34,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from faulty_proxy import FaultyProxy
-from moto_server import FAKE_ENVIRONMENT, UNSET
+from moto_server import FAKE_ENVIRONMENT, UNSET, MotoProcess
 from testrunner import job_config
 
 from samsa.examples.wordcount.generator import WORDS
@@ -48,30 +46,6 @@ from samsa.runtime.container import Container
 from samsa.runtime.coordinator import JobCoordinator
 
 BUCKET = "samsa-bench-start"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start_moto(port: int) -> subprocess.Popen[bytes]:
-    """moto's S3 server in its own process (in this one it would take the GIL from the container)."""
-    moto = Path(sys.executable).with_name("moto_server")
-    process = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"moto_server did not listen on port {port} within 30 s")
 
 
 def s3_job_config(bootstrap: str, endpoint: str, topic: str, state: Path) -> dict[str, str]:
@@ -154,16 +128,13 @@ def main() -> int:
     os.environ.update(FAKE_ENVIRONMENT)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-s3start-"))
-    port = free_port()
-    moto = start_moto(port)
     try:
-        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1").create_bucket(
-            Bucket=BUCKET
-        )
         with (
+            MotoProcess() as moto,
             EmbeddedBroker(work / "broker") as broker,
-            FaultyProxy(f"http://127.0.0.1:{port}", 0.0, latency_s=args.latency_ms / 1000) as proxy,
+            FaultyProxy(moto.url, 0.0, latency_s=args.latency_ms / 1000) as proxy,
         ):
+            boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket=BUCKET)
             print(
                 f"restart on a new host, stores on S3 (moto + {args.latency_ms:g} ms per request), "
                 f"{args.words} words, medians of {args.repeat}:"
@@ -177,8 +148,6 @@ def main() -> int:
                 f"{finish_s / base_finish:.2f}x (one task after the other would be about {n / counts[0]:g}x)"
             )
     finally:
-        moto.terminate()
-        moto.wait()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

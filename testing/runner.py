@@ -24,12 +24,13 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer, RawMessage
+from samsa.kafka.inmemory import forget
 from samsa.kafka.partitioner import partition_for
 from samsa.runtime.classpath import register_object
 from samsa.runtime.config.config import Config
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 SYSTEM = "kafka"
 # Serde of streams and stores the test's config leaves unset: JSON takes str, int, float, list and dict.
 DEFAULT_SERDE = "json"
+_READ_BATCH = 10_000  # records per consume when reading results back
 
 
 def _release(containers: dict[str, Container], state_dir: Path, own_dir: bool) -> None:
@@ -155,6 +157,9 @@ class TestRunner:
         self._containers: dict[str, Container] = {}
         # A runner dropped without close() (`result = TestRunner.of(...).run()`) still releases its stores.
         self._finalizer = weakref.finalize(self, _release, self._containers, self._state_dir, self._own_dir)
+        # Its in-memory system goes once neither the runner nor a result of it is left (results read from
+        # it, after close() too): else every runner of a test session would keep all its records.
+        weakref.finalize(self, forget, self._bootstrap)
 
     # -- building the test -------------------------------------------------------------------------
     @classmethod
@@ -476,15 +481,15 @@ class TestRunner:
                 latest[key] = m.value()
         return {key_serde.from_bytes(k): msg_serde.from_bytes(v) for k, v in latest.items() if v is not None}
 
-    def _read_raw(self, topic: str, partition: int | None) -> list[RawMessage]:
-        """Every committed record of the topic (or one partition), in partition then offset order."""
+    def _read_raw(self, topic: str, partition: int | None) -> Iterator[RawMessage]:
+        """Every committed record of the topic (or one partition), in partition then offset order; a batch
+        at a time, so a large output is never held twice (raw and converted)."""
         admin = KafkaAdmin({"bootstrap.servers": self._bootstrap})
         try:
             count = admin.require_topics([topic])[topic]
         finally:
             admin.close()
         partitions = range(count) if partition is None else [partition]
-        out: list[RawMessage] = []
         with KafkaConsumer({"bootstrap.servers": self._bootstrap}) as consumer:
             for p in partitions:
                 low, high = consumer.watermarks((topic, p))
@@ -493,6 +498,5 @@ class TestRunner:
                 consumer.assign({(topic, p): OFFSET_BEGINNING})
                 # Transaction markers take offsets but are never delivered: read to the position, not a count.
                 while consumer.position([(topic, p)]).get((topic, p), -1) < high:
-                    out += consumer.consume(100_000, 0.05)
+                    yield from consumer.consume(_READ_BATCH, 0.05)
                 consumer.unassign()
-        return out

@@ -1,4 +1,4 @@
-"""The in-process broker: per-partition lists of prebuilt messages, one lock, reads as list slices."""
+"""The in-process broker: per-partition lists of records, one lock, reads as list slices."""
 
 from __future__ import annotations
 
@@ -17,10 +17,17 @@ from samsa.kafka.inmemory.log import (
 from samsa.kafka.inmemory.message import ABORT_MARKER, COMMIT_MARKER, DATA, InMemoryMessage, Transaction
 from samsa.kafka.message import Headers
 
+#: A stored record: (key, value, timestamp ms, headers as a tuple or None, kind, transaction or None); its
+#: offset is its index. A tuple of bytes, ints and None, which the garbage collector stops tracking after
+#: its first pass: a test's hundreds of thousands of records then cost the collector's full passes nothing
+#: (as objects they were a quarter of a TestRunner's run). Reads make the messages.
+StoredHeaders = tuple[tuple[str, bytes | None], ...]
+Record = tuple[bytes | None, bytes | None, int, StoredHeaders | None, int, Transaction | None]
+
 
 @dataclass
 class _Partition:
-    log: list[InMemoryMessage] = field(default_factory=list)
+    log: list[Record] = field(default_factory=list)
     #: First offset of each open transaction here: the last stable offset is the least of them.
     open: dict[Transaction, int] = field(default_factory=dict)
     #: Whether any transactional record or marker is here; a partition without is read by plain slicing.
@@ -102,7 +109,14 @@ class MemoryLog:
         producer: tuple[str, int] | None,
     ) -> int:
         with self._lock:
-            t, p = self._topic_partition(topic, partition)
+            # _topic_partition inlined: this is every produced record's path.
+            t = self._topics.get(topic)
+            if t is None:
+                raise unknown_topic(topic, self.url)
+            parts = t.partitions
+            if not 0 <= partition < len(parts):
+                raise unknown_partition(topic, partition, len(parts))
+            p = parts[partition]
             if t.max_bytes is not None:
                 check_size(topic, t.max_bytes, key, value, headers)
             offset = len(p.log)
@@ -112,9 +126,7 @@ class MemoryLog:
                 self._producers[producer[0]].touched.add((topic, partition))
                 p.open.setdefault(txn, offset)
                 p.transactional = True
-            p.log.append(
-                InMemoryMessage(topic, partition, offset, key, value, timestamp_ms, headers, DATA, txn)
-            )
+            p.log.append((key, value, timestamp_ms, None if headers is None else tuple(headers), DATA, txn))
             if self._waiting:
                 self._appended.notify_all()
             return offset
@@ -132,18 +144,24 @@ class MemoryLog:
     ) -> tuple[list[InMemoryMessage], int]:
         p = self._partition(topic, partition)
         log = p.log
+        message = InMemoryMessage
         if not p.transactional:  # the common case: no lock, one slice
             stop = min(len(log), offset + max_messages)
-            return (log[offset:stop], stop) if stop > offset else ([], offset)
+            if stop <= offset:
+                return [], offset
+            return [
+                message(topic, partition, at, key, value, ts, None if headers is None else list(headers))
+                for at, (key, value, ts, headers, _, _) in enumerate(log[offset:stop], offset)
+            ], stop
         with self._lock:
             end = p.stable() if committed else len(log)
             stop = min(end, offset + max_messages)
             if stop <= offset:
                 return [], offset
             out = [
-                m
-                for m in log[offset:stop]
-                if m.kind == DATA and (not committed or m.txn is None or m.txn.state == Transaction.COMMITTED)
+                message(topic, partition, at, key, value, ts, None if headers is None else list(headers))
+                for at, (key, value, ts, headers, kind, txn) in enumerate(log[offset:stop], offset)
+                if kind == DATA and (not committed or txn is None or txn.state == Transaction.COMMITTED)
             ]
             return out, stop
 
@@ -155,7 +173,9 @@ class MemoryLog:
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
         with self._lock:
             log = list(self._partition(topic, partition).log)
-        return next((m.offset() for m in log if m.kind == DATA and m.timestamp()[1] >= timestamp_ms), -1)
+        return next(
+            (at for at, (_, _, ts, _, kind, _) in enumerate(log) if kind == DATA and ts >= timestamp_ms), -1
+        )
 
     def wait(self, timeout: float) -> None:
         with self._lock:
@@ -198,7 +218,7 @@ class MemoryLog:
                 continue  # deleted meanwhile
             p = t.partitions[partition]
             p.open.pop(txn, None)
-            p.log.append(InMemoryMessage(topic, partition, len(p.log), None, None, 0, None, kind, txn))
+            p.log.append((None, None, 0, None, kind, txn))
         state.txn = None
         state.touched = set()
         self._appended.notify_all()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.kafka.message import Headers, SimpleMessage
+from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers, SimpleMessage
 
 #: Record kinds: data, or a transaction's control marker (which takes an offset but is never delivered).
 DATA = 0
@@ -24,8 +24,8 @@ class Transaction:
 
 
 class InMemoryMessage(SimpleMessage):
-    """A stored record: built once when produced and handed to every consumer that reads it; `kind` tells
-    data from a transaction marker, `txn` is the transaction it belongs to (None: none)."""
+    """A record as a consumer reads it (or a delivery report): `kind` tells data from a transaction marker,
+    `txn` is the transaction it belongs to (None: none)."""
 
     __slots__ = ("kind", "txn")
 
@@ -41,7 +41,14 @@ class InMemoryMessage(SimpleMessage):
         kind: int = DATA,
         txn: Transaction | None = None,
     ) -> None:
-        super().__init__(topic, partition, offset, key, value, timestamp_ms, headers)
+        # SimpleMessage's fields set here, not through super(): a read makes one of these per record.
+        self._topic = topic
+        self._partition = partition
+        self._offset = offset
+        self._key = key
+        self._value = value
+        self._timestamp = (TIMESTAMP_CREATE_TIME, timestamp_ms)
+        self._headers = headers
         self.kind = kind
         self.txn = txn
 

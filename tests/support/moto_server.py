@@ -7,8 +7,13 @@ environment for the session only, so boto3's standard chain finds them and never
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -52,6 +57,43 @@ class MotoServer:
     def url(self) -> str:
         host, port = self._server.get_host_and_port()
         return f"http://{host}:{port}"
+
+
+class MotoProcess:
+    """moto's S3 server in its own process on a free port of 127.0.0.1: for benchmarks, where a server in
+    the measured process would take the GIL from the code measured (S3 never shares a container's process)."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self._port: int = s.getsockname()[1]
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> MotoProcess:
+        moto = Path(sys.executable).with_name("moto_server")
+        self._process = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(self._port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self._port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"{moto} did not listen on port {self._port} within 30 s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
 
 
 def plain_client(endpoint: str, **config: Any) -> Any:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import doctest
+import gc
 import json
 import re
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from samsa import MessageCollector, OutgoingMessage, StreamTask, TaskContext, Ta
 from samsa.examples.enrichment import generator as enrichment
 from samsa.examples.enrichment.task import UNKNOWN, EnrichOrders
 from samsa.examples.wordcount.task import WordCount
+from samsa.kafka.inmemory import broker
 from samsa.runtime.config.loader import load_raw
 from samsa.testing import Message, TestRunner, TestRunnerError
 
@@ -191,6 +194,22 @@ def test_the_pytest_fixture_gives_a_runner_in_the_tests_tmp_dir(samsa_runner, tm
     )
     assert result.store("counts") == {"q": 1}
     assert any(tmp_path.iterdir())
+
+
+def test_results_read_after_close_and_the_records_go_once_runner_and_results_are_gone(tmp_path):
+    with TestRunner.of(WordCount, state_dir=tmp_path / "state") as runner:
+        runner.with_config(WORDCOUNT).add_input("words", ["a", "b", "a"]).add_output("counts-out")
+        runner.add_store("counts")
+        result = runner.run()
+    assert sorted(result.output("counts-out")) == [1, 1, 2]
+    assert result.store("counts") == {"a": 2, "b": 1}
+    system = weakref.ref(broker(runner._bootstrap))
+    del runner
+    gc.collect()
+    assert system() is not None, "a result still reads from it"
+    del result
+    gc.collect()
+    assert system() is None, "a test session's runners must not keep every record they saw"
 
 
 def test_the_modules_docstring_example_runs():
