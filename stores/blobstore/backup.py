@@ -3,11 +3,11 @@
 At each commit the blocking phase has already written `<storeDir>-<checkpointId>` (hard links). `upload`
 diffs it against the last *committed* snapshot index, uploads the added files and then a new index, whose
 blob id is the store's marker. `cleanup` runs once the checkpoint record naming those markers is durable:
-it makes every blob of the new snapshot permanent (index last), deletes the blobs the snapshot dropped and
-the previous index, and only then takes the new snapshot as the base of the next diff. Blobs of a commit
-whose checkpoint never became durable keep their TTL and expire. `init` re-runs the cleanup of the
-checkpointed snapshots, and waits for it: a crash between checkpoint and cleanup would otherwise leave
-retained blobs expiring under a live snapshot.
+it makes every blob of the new snapshot permanent (index last) while deleting the blobs the snapshot
+dropped and the previous index, and only then takes the new snapshot as the base of the next diff. Blobs
+of a commit whose checkpoint never became durable keep their TTL and expire. `init` re-runs the cleanup of
+the checkpointed snapshots, and waits for it: a crash between checkpoint and cleanup would otherwise
+leave retained blobs expiring under a live snapshot.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class BlobStoreBackupManager:
     """`TaskBackupManager` of one task's blob-backed stores (Samza's BlobStoreBackupManager, minus its bugs).
 
     `executor` runs the uploads and cleanups (they wait on the blob store's own I/O pool, so it must not
-    be that pool). `on_upload` receives each store's upload figures, for metrics.
+    be that pool). `on_upload` receives each store's upload figures, for metrics. `read_index(blob id)`
+    gives an index the task's restore already read (None: not read), so `init` does not read it again.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class BlobStoreBackupManager:
         job_id: str,
         on_upload: Callable[[UploadStats], None] | None = None,
         clock: Callable[[], float] = time.time,
+        read_index: Callable[[str], SnapshotIndex | None] | None = None,
     ) -> None:
         self.context = context
         self.stores = list(stores)
@@ -74,6 +76,7 @@ class BlobStoreBackupManager:
         self._job = (job_name, job_id)
         self._on_upload = on_upload
         self._clock = clock
+        self._read_index = read_index
         self._lock = threading.Lock()
         #: Store -> the last snapshot whose checkpoint is durable: the base of the next diff.
         self._committed: dict[str, _Snapshot] = {}
@@ -97,7 +100,11 @@ class BlobStoreBackupManager:
                 self._orphans.append((store, blob_id))
                 continue
             try:
-                snapshot = _Snapshot(blob_id, self._transfer.get_index(blob_id, self.base(store)))
+                # An index blob never changes: the one the restore read moments ago is this one.
+                index = self._read_index(blob_id) if self._read_index is not None else None
+                if index is None:
+                    index = self._transfer.get_index(blob_id, self.base(store))
+                snapshot = _Snapshot(blob_id, index)
                 self._make_permanent(store, snapshot)
             except SNAPSHOT_UNUSABLE as e:
                 # The restore fell back to the changelog: the next commit uploads the whole store, and
@@ -202,10 +209,7 @@ class BlobStoreBackupManager:
         self._delete_orphans()
 
     def _make_permanent(self, store: str, snapshot: _Snapshot, permanent: Collection[str] = ()) -> None:
-        # TTLs first: a blob this snapshot keeps must never expire, and deletes only touch dropped blobs.
-        base = self.base(store)
-        self._transfer.remove_ttls(snapshot.index, snapshot.blob_id, base, permanent)
-        self._transfer.delete_removed(snapshot.index, base)
+        self._transfer.make_permanent(snapshot.index, snapshot.blob_id, self.base(store), permanent)
 
     def _delete_orphans(self) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from samsa.stores.backend import (
 from samsa.stores.blobstore.api import BlobStoreManager
 from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
 from samsa.stores.blobstore.exceptions import BlobStoreError
+from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
@@ -127,6 +128,8 @@ class BlobStoreBackendFactory:
             from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs
 
             self._s3_client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        #: Snapshot indexes the restore managers read, until the task's backup manager takes them.
+        self._read_indexes: dict[str, SnapshotIndex] = {}
         self._backup_store = backup_store or open_blob_store(settings, self._upload_pool, self._s3_client)
         self._restore_store = restore_store or open_blob_store(settings, self._download_pool, self._s3_client)
         log.info("blob store: %s", settings.location)
@@ -140,6 +143,7 @@ class BlobStoreBackendFactory:
             self.settings.job_name,
             self.settings.job_id,
             self._on_upload,
+            read_index=self._take_index,
         )
 
     def restore_manager(self, task: TaskStoresContext) -> BlobStoreRestoreManager:
@@ -149,7 +153,11 @@ class BlobStoreBackendFactory:
             self.settings.job_name,
             self.settings.job_id,
             self._on_restore,
+            on_index=self._read_indexes.__setitem__,
         )
+
+    def _take_index(self, blob_id: str) -> SnapshotIndex | None:
+        return self._read_indexes.pop(blob_id, None)
 
     def admin(self, stores: Mapping[str, Mapping[str, str]], task_count: int) -> StateBackendAdmin:
         return blob_store_admin(self.settings)

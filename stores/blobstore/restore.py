@@ -53,7 +53,10 @@ class RestoreStats:
 
 
 class BlobStoreRestoreManager:
-    """`TaskRestoreManager` of one task's blob-backed stores (Samza's BlobStoreRestoreManager)."""
+    """`TaskRestoreManager` of one task's blob-backed stores (Samza's BlobStoreRestoreManager).
+
+    `on_index(blob id, index)` receives each snapshot index `init` read.
+    """
 
     def __init__(
         self,
@@ -62,11 +65,13 @@ class BlobStoreRestoreManager:
         job_name: str,
         job_id: str,
         on_restore: Callable[[RestoreStats], None] | None = None,
+        on_index: Callable[[str, SnapshotIndex], None] | None = None,
     ) -> None:
         self.context = context
         self._transfer = transfer
         self._job = (job_name, job_id)
         self._on_restore = on_restore
+        self._on_index = on_index
         #: Store -> (index blob id, index) of the checkpointed snapshot.
         self.snapshots: dict[str, tuple[str, SnapshotIndex]] = {}
         #: Store -> whether restore reused the local checkpoint dir (read by tests and logs).
@@ -93,6 +98,8 @@ class BlobStoreRestoreManager:
             index = self._transfer.get_index(blob_id, self._base(store))
             _check_belongs(index, blob_id, task, store, checkpoint_id)
             self.snapshots[store] = (blob_id, index)
+            if self._on_index is not None:
+                self._on_index(blob_id, index)
             files, _ = index.dir_index.stats()
             progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
             progress.total_files = files

@@ -54,6 +54,8 @@ T = TypeVar("T")
 DEFAULT_CHUNK_SIZE = 64 << 20
 # How soon a restore that waits on downloads notices that `stop` was set.
 _STOP_POLL_S = 0.1
+# Stores treat deleting a missing blob as success; one that reports it anyway is not a failure.
+_GONE = (BlobDeletedError,)
 
 
 class BlobTransfer:
@@ -211,11 +213,26 @@ class BlobTransfer:
 
         A blob the snapshot still lists as present is never deleted, whatever its removed lists say.
         """
-        present = set(index.dir_index.present_blobs())
-        blobs = [(path, b) for path, b in _removed_blobs(index.dir_index, "") if b not in present]
-        if index.prev_index_blob_id is not None and index.prev_index_blob_id not in present:
-            blobs.append((SNAPSHOT_INDEX_PATH, index.prev_index_blob_id))
-        self._delete_all(blobs, base)
+        self._start_deletes(_dropped_blobs(index), base).wait(tolerate=_GONE)
+
+    def make_permanent(
+        self,
+        index: SnapshotIndex,
+        index_blob_id: str,
+        base: BlobMetadata,
+        permanent: Collection[str] = frozenset(),
+    ) -> None:
+        """`remove_ttls` and `delete_removed` at once: the deletes touch only blobs the snapshot no longer
+        lists, so neither has to wait for the other (a cleanup is a round trip shorter)."""
+        deletes = self._start_deletes(_dropped_blobs(index), base)
+        try:
+            self.remove_ttls(index, index_blob_id, base, permanent)
+        except Exception:
+            # The TTL failure is the one raised; the deletes are waited for, so none is left running.
+            with contextlib.suppress(Exception):
+                deletes.wait(tolerate=_GONE)
+            raise
+        deletes.wait(tolerate=_GONE)
 
     def delete_snapshot(self, index: SnapshotIndex, index_blob_id: str, base: BlobMetadata) -> None:
         """Deletes every blob of the snapshot (present and removed) and the previous index, then its index.
@@ -226,10 +243,11 @@ class BlobTransfer:
         blobs = [*_present_blobs(root, ""), *_removed_blobs(root, "")]
         if index.prev_index_blob_id is not None:  # left over when its cleanup never ran
             blobs.append((SNAPSHOT_INDEX_PATH, index.prev_index_blob_id))
-        self._delete_all(blobs, base)
-        self._delete_all([(SNAPSHOT_INDEX_PATH, index_blob_id)], base)
+        self._start_deletes(blobs, base).wait(tolerate=_GONE)
+        self._start_deletes([(SNAPSHOT_INDEX_PATH, index_blob_id)], base).wait(tolerate=_GONE)
 
-    def _delete_all(self, blobs: list[tuple[str, str]], base: BlobMetadata) -> None:
+    def _start_deletes(self, blobs: list[tuple[str, str]], base: BlobMetadata) -> _Batch[None]:
+        """The deletes of `blobs` ((path, blob id)), started: wait on the batch tolerating `_GONE`."""
         batch: _Batch[None] = _Batch()
         seen: set[str] = set()
         try:
@@ -241,8 +259,17 @@ class BlobTransfer:
                 batch.add(self._store.delete(blob_id, meta), where=meta.describe())
         except BaseException as e:
             batch.fail(e)
-        # Stores treat deleting a missing blob as success; one that reports it anyway is not a failure.
-        batch.wait(tolerate=(BlobDeletedError,))
+        return batch
+
+
+def _dropped_blobs(index: SnapshotIndex) -> list[tuple[str, str]]:
+    """(path, blob id) of what the snapshot dropped (removed files and dirs) and of the previous index,
+    never a blob the snapshot still lists as present, whatever its removed lists say."""
+    present = set(index.dir_index.present_blobs())
+    blobs = [(path, b) for path, b in _removed_blobs(index.dir_index, "") if b not in present]
+    if index.prev_index_blob_id is not None and index.prev_index_blob_id not in present:
+        blobs.append((SNAPSHOT_INDEX_PATH, index.prev_index_blob_id))
+    return blobs
 
 
 # -- waiting on many requests --------------------------------------------------------------------------

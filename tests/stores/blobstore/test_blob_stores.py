@@ -435,6 +435,41 @@ def test_s3_missing_bucket_fails_at_once_naming_it(
     store.close()
 
 
+def test_s3_remove_ttl_of_a_blob_it_put_is_one_request_else_it_reads_the_tags_first(
+    s3_bucket: str,
+    faulty_s3_endpoint: Callable[..., FaultyProxy],
+    executor: ThreadPoolExecutor,
+    s3_client: Any,
+) -> None:
+    proxy = faulty_s3_endpoint(0.0)  # only to count requests
+    store = s3_store(s3_bucket, proxy.url, executor)
+    restarted = s3_store(s3_bucket, proxy.url, executor)  # did not put them, as after a restart
+
+    def tags(blob_id: str) -> list[dict[str, str]]:
+        tag_set: list[dict[str, str]] = s3_client.get_object_tagging(
+            Bucket=s3_bucket, Key=store.key(blob_id)
+        )["TagSet"]
+        return tag_set
+
+    def requests(call: Callable[[], object]) -> int:
+        before = proxy.forwarded
+        call()
+        return proxy.forwarded - before
+
+    fresh, tagged = (store.put(_opener(b"x"), metadata()).result() for _ in range(2))
+    assert requests(lambda: store.remove_ttl(fresh, metadata()).result()) == 1  # the tag set deleted
+    assert tags(fresh) == []
+    team = {"Key": "team", "Value": "state"}
+    s3_client.put_object_tagging(
+        Bucket=s3_bucket, Key=store.key(tagged), Tagging={"TagSet": [*tags(tagged), team]}
+    )
+    assert requests(lambda: restarted.remove_ttl(tagged, metadata()).result()) == 2  # read, then rewrite
+    assert tags(tagged) == [team]
+    assert requests(lambda: store.remove_ttl(fresh, metadata()).result()) == 1  # permanent: only read
+    store.close()
+    restarted.close()
+
+
 @pytest.mark.parametrize("fraction", [0.1, 0.2])
 def test_s3_round_trips_survive_a_faulty_network(
     s3_bucket: str,

@@ -677,6 +677,56 @@ def test_delete_removed_never_deletes_a_present_blob(
     assert fake.done("delete") == []
 
 
+def _two_snapshots(transfer: BlobTransfer, tmp_path: Path) -> tuple[SnapshotIndex, str, set[str]]:
+    """A second snapshot of TREE with CURRENT rewritten and run.sh gone: (it, its index id, what it dropped
+    (those files' blobs and the first index))."""
+    source = write_tree(tmp_path / "c", TREE)
+    first = upload(transfer, source)
+    first_id = transfer.put_index(snapshot(first))
+    (source / "CURRENT").write_bytes(b"MANIFEST-000009\n")
+    (source / "run.sh").unlink()
+    second = snapshot(upload(transfer, source, first), prev=first_id)
+    dropped = {b.blob_id for rel in ("CURRENT", "run.sh") for b in find(first, rel).blobs} | {first_id}
+    return second, transfer.put_index(second), dropped
+
+
+def test_make_permanent_deletes_the_dropped_blobs_while_the_ttls_go(
+    fake: FakeBlobStore, transfer: BlobTransfer, tmp_path: Path
+) -> None:
+    second, second_id, dropped = _two_snapshots(transfer, tmp_path)
+    deleting = threading.Event()
+    overlapped: list[bool] = []
+    fake.on("delete", lambda op, blob_id, meta: deleting.set())
+
+    def index_ttl(op: str, blob_id: str | None, meta: BlobMetadata) -> None:
+        if blob_id == second_id:  # the last TTL request: deletes must not wait for it
+            overlapped.append(deleting.wait(5))
+
+    fake.on("remove_ttl", index_ttl)
+
+    transfer.make_permanent(second, second_id, BASE)
+
+    assert overlapped == [True]
+    assert set(fake.done("delete")) == dropped
+    assert fake.permanent >= set(second.dir_index.present_blobs()) | {second_id}
+    assert fake.done("remove_ttl")[-1] == second_id
+
+
+def test_make_permanent_raises_the_ttl_failure_after_its_deletes_finished(
+    fake: FakeBlobStore, transfer: BlobTransfer, tmp_path: Path
+) -> None:
+    second, second_id, dropped = _two_snapshots(transfer, tmp_path)
+    fake.on("delete", lambda op, blob_id, meta: threading.Event().wait(0.05))
+    fake.fail_next("remove_ttl", 1, error=BlobStoreError("throttled for good"), only=second_id)
+
+    with pytest.raises(BlobStoreError, match="throttled for good"):
+        transfer.make_permanent(second, second_id, BASE)
+
+    assert fake.pending() == 0, "no delete left running"
+    assert set(fake.done("delete")) == dropped
+    assert second_id not in fake.permanent
+
+
 def test_delete_snapshot_deletes_everything_and_the_index_last(
     fake: FakeBlobStore, transfer: BlobTransfer, tmp_path: Path
 ) -> None:
