@@ -31,6 +31,12 @@ class KafkaProducer:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         conf = with_defaults(config, PRODUCER_DEFAULTS)
+        if _idempotent(conf) and not conf.get("transactional.id"):
+            # librdkafka asks for an idempotent producer's id once a broker it learned is connected, else
+            # on a 500 ms timer; with sparse connections that broker connects only when a message needs
+            # it, so the first messages waited 0.5-1 s (every short run's final flush, every tool's
+            # close). Connected to all brokers at once it has the id within milliseconds.
+            conf.setdefault("enable.sparse.connections", False)
         self._user_on_delivery: DeliveryCallback | None = conf.pop("on_delivery", None)
         conf["on_delivery"] = self._on_delivery
         conf.setdefault("error_cb", self._on_client_error)
@@ -244,3 +250,7 @@ class KafkaProducer:
                 retriable=err.retriable(),
                 fatal=err.fatal(),
             ) from e
+
+
+def _idempotent(conf: Mapping[str, Any]) -> bool:
+    return str(conf.get("enable.idempotence", False)).lower() in ("true", "1")

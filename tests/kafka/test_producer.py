@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+import samsa.kafka.producer as producer_module
 from samsa.kafka import (
     KafkaConsumer,
     KafkaProducer,
@@ -46,6 +47,29 @@ def _java_partition(key: bytes, partitions: int) -> int:
     h = (h * m) & mask
     h ^= h >> 15
     return (h & 0x7FFFFFFF) % partitions
+
+
+def test_idempotent_producers_connect_to_every_broker_at_once_unless_the_config_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka gets an idempotent producer's id only from a connected broker it learned, else on a
+    # 500 ms timer: sparse connections made a new producer's first messages wait (bench/producer_start.py).
+    made: list[dict[str, object]] = []
+
+    class Recording:
+        def __init__(self, conf: dict[str, object]) -> None:
+            made.append(conf)
+            self.produce = None
+
+    monkeypatch.setattr(producer_module, "Producer", Recording)
+    for extra in (
+        {},
+        {"transactional.id": "t"},  # one per exactly-once task: they keep connecting only where needed
+        {"enable.idempotence": False},
+        {"enable.sparse.connections": True},
+    ):
+        KafkaProducer({"bootstrap.servers": "127.0.0.1:1", **extra})
+    assert [conf.get("enable.sparse.connections") for conf in made] == [False, None, None, True]
 
 
 def _read_all(consumer: KafkaConsumer, n: int, timeout: float = 10) -> list[RawMessage]:
