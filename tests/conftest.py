@@ -11,6 +11,7 @@ import pytest
 
 from samsa.kafka.admin import KafkaAdmin
 from samsa.kafka.embedded import EmbeddedBroker
+from samsa.kafka.producer import KafkaProducer
 
 TopicFactory = Callable[..., str]
 
@@ -40,6 +41,17 @@ def broker_bootstrap() -> Iterator[str]:
 def kafka_bootstrap(broker_bootstrap: str) -> str:
     """The broker's bootstrap servers (modules that import systems_fixtures also run on the in-memory one)."""
     return broker_bootstrap
+
+
+@pytest.fixture(scope="session")
+def session_producers(broker_bootstrap: str) -> Iterator[dict[str, KafkaProducer]]:
+    """Producers kept for the session, per broker (the `produce` fixture's): a new idempotent producer that
+    sends at once waits ~0.5 s for its producer id (bench/producer_start.py), and tests produce hundreds of
+    times. Closed before the broker stops."""
+    producers: dict[str, KafkaProducer] = {}
+    yield producers
+    for producer in producers.values():
+        producer.close()
 
 
 @pytest.fixture(scope="session")

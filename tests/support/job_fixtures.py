@@ -71,19 +71,31 @@ def job_config(
 
 
 @pytest.fixture
-def produce(kafka_bootstrap: str) -> Callable[..., None]:
+def produce(kafka_bootstrap: str, session_producers: dict[str, KafkaProducer]) -> Callable[..., None]:
     """produce(topic, [(key, value), ...], partition=None): string keys/values, flushed."""
 
     def send(
         topic: str, records: list[tuple[str | bytes | None, str | bytes | None]], partition: int | None = None
     ) -> None:
-        producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
-        for key, value in records:
-            k = key.encode() if isinstance(key, str) else key
-            v = value.encode() if isinstance(value, str) else value
-            producer.send(topic, v, key=k, partition=partition)
-        producer.flush()
-        producer.close()
+        # In-memory systems are one per test: their producers are not kept.
+        shared = not is_inmemory(kafka_bootstrap)
+        producer = session_producers.get(kafka_bootstrap) if shared else None
+        if producer is None:
+            producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
+        try:
+            for key, value in records:
+                k = key.encode() if isinstance(key, str) else key
+                v = value.encode() if isinstance(value, str) else value
+                producer.send(topic, v, key=k, partition=partition)
+            producer.flush()
+        except BaseException:
+            session_producers.pop(kafka_bootstrap, None)  # a failure sticks to a producer: start afresh
+            producer.close()
+            raise
+        if shared:
+            session_producers[kafka_bootstrap] = producer
+        else:
+            producer.close()
 
     return send
 
