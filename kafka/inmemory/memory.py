@@ -145,8 +145,11 @@ class MemoryLog:
         p = self._partition(topic, partition)
         log = p.log
         message = InMemoryMessage
+        # The length before the flag: an append sets the flag before it appends, so a flag still clear
+        # means every record below `end` is outside any transaction.
+        end = len(log)
         if not p.transactional:  # the common case: no lock, one slice
-            stop = min(len(log), offset + max_messages)
+            stop = min(end, offset + max_messages)
             if stop <= offset:
                 return [], offset
             return [

@@ -163,6 +163,7 @@ class BlobStoreBackendFactory:
         return blob_store_admin(self.settings)
 
     def close(self) -> None:
+        self._read_indexes.clear()  # left by a start that failed before its backup managers took them
         self._commit_pool.shutdown(wait=True)
         for store in (self._backup_store, self._restore_store):
             store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -71,17 +72,17 @@ def job_config(
 
 
 @pytest.fixture
-def produce(kafka_bootstrap: str, session_producers: dict[str, KafkaProducer]) -> Callable[..., None]:
+def produce(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., None]:
     """produce(topic, [(key, value), ...], partition=None): string keys/values, flushed."""
+    # In-memory systems are one per test (and need no broker): only a broker's producer is kept.
+    kept: dict[str, KafkaProducer] = (
+        {} if is_inmemory(kafka_bootstrap) else request.getfixturevalue("session_producers")
+    )
 
     def send(
         topic: str, records: list[tuple[str | bytes | None, str | bytes | None]], partition: int | None = None
     ) -> None:
-        # In-memory systems are one per test: their producers are not kept.
-        shared = not is_inmemory(kafka_bootstrap)
-        producer = session_producers.get(kafka_bootstrap) if shared else None
-        if producer is None:
-            producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
+        producer = kept.pop(kafka_bootstrap, None) or KafkaProducer({"bootstrap.servers": kafka_bootstrap})
         try:
             for key, value in records:
                 k = key.encode() if isinstance(key, str) else key
@@ -89,13 +90,14 @@ def produce(kafka_bootstrap: str, session_producers: dict[str, KafkaProducer]) -
                 producer.send(topic, v, key=k, partition=partition)
             producer.flush()
         except BaseException:
-            session_producers.pop(kafka_bootstrap, None)  # a failure sticks to a producer: start afresh
-            producer.close()
+            # A failure sticks to a producer: the next call starts afresh; this one is dropped unflushed.
+            with contextlib.suppress(Exception):
+                producer.close(0)
             raise
-        if shared:
-            session_producers[kafka_bootstrap] = producer
-        else:
+        if is_inmemory(kafka_bootstrap):
             producer.close()
+        else:
+            kept[kafka_bootstrap] = producer
 
     return send
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from samsa.kafka import OFFSET_BEGINNING, KafkaSystemError, TransactionError
+from samsa.kafka.inmemory.memory import MemoryLog, _Partition
 
 
 def _values(consumer, tp=("t", 0), timeout: float = 0.2) -> list[bytes]:
@@ -109,3 +112,39 @@ def test_a_failed_delivery_in_a_transaction_makes_commit_fail_until_aborted(txn,
     txn.send("t", b"retry", partition=0)
     txn.commit_transaction()
     assert _values(_reader(clients)) == [b"retry"]
+
+
+def test_a_lock_free_read_racing_a_partitions_first_transactional_record_never_returns_it():
+    # The reader is switched out right after it finds the partition free of transactions (as the GIL may
+    # do at any bytecode) while a producer appends its transaction's first record there; that record must
+    # not come back as plain data, since the transaction is then aborted.
+    class SwitchAfterTheFlag(_Partition):
+        @property
+        def transactional(self) -> bool:
+            flag = bool(self.__dict__.get("_flag", False))
+            if threading.current_thread().name == "reader":
+                appended.wait(5)
+            return flag
+
+        @transactional.setter
+        def transactional(self, value: bool) -> None:
+            self.__dict__["_flag"] = value
+
+    appended = threading.Event()
+    log = MemoryLog("inmemory://race-test")
+    log.create_topic("t", 1, {})
+    log._topics["t"].partitions[0] = SwitchAfterTheFlag()
+    epoch = log.init_producer("tx")
+    got: list[tuple[list[bytes | None], int]] = []
+
+    def read() -> None:
+        messages, after = log.read("t", 0, 0, 100, True)
+        got.append(([m.value() for m in messages], after))
+
+    reader = threading.Thread(target=read, name="reader")
+    reader.start()
+    log.append("t", 0, b"k", b"uncommitted", 1, None, ("tx", epoch))
+    appended.set()
+    reader.join(10)
+    log.end_transaction("tx", epoch, commit=False)
+    assert got == [([], 0)]
