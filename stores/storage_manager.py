@@ -91,19 +91,16 @@ class StoreRestore:
         self._changelog = changelog
 
     def restore(self, stop: threading.Event) -> None:
-        failed: BaseException | None = None
         try:
             self._restore_with(self._primary, stop)
         except SNAPSHOT_UNUSABLE as e:
             if self._changelog is None:
                 raise
-            failed = e
-        if failed is not None:
             log.warning(
                 "store %s of task %s: restoring from its changelog instead of the blob store: %s",
                 self.store,
                 self.task,
-                failed,
+                e,
             )
         if self._changelog is not None:
             self._restore_with(self._changelog, stop)

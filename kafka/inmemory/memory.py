@@ -144,29 +144,21 @@ class MemoryLog:
     ) -> tuple[list[InMemoryMessage], int]:
         p = self._partition(topic, partition)
         log = p.log
-        message = InMemoryMessage
         # The length before the flag: an append sets the flag before it appends, so a flag still clear
-        # means every record below `end` is outside any transaction.
+        # means every record below `end` is outside any transaction (the common case: no lock).
         end = len(log)
-        if not p.transactional:  # the common case: no lock, one slice
-            stop = min(end, offset + max_messages)
-            if stop <= offset:
-                return [], offset
-            return [
-                message(topic, partition, at, key, value, ts, None if headers is None else list(headers))
-                for at, (key, value, ts, headers, _, _) in enumerate(log[offset:stop], offset)
-            ], stop
-        with self._lock:
-            end = p.stable() if committed else len(log)
-            stop = min(end, offset + max_messages)
-            if stop <= offset:
-                return [], offset
-            out = [
-                message(topic, partition, at, key, value, ts, None if headers is None else list(headers))
-                for at, (key, value, ts, headers, kind, txn) in enumerate(log[offset:stop], offset)
-                if kind == DATA and (not committed or txn is None or txn.state == Transaction.COMMITTED)
-            ]
-            return out, stop
+        if p.transactional:
+            with self._lock:
+                end = p.stable() if committed else len(log)
+        stop = min(end, offset + max_messages)
+        if stop <= offset:
+            return [], offset
+        # Below the last stable offset every transaction has ended, so its state is final without the lock.
+        return [
+            InMemoryMessage(topic, partition, at, key, value, ts, None if headers is None else list(headers))
+            for at, (key, value, ts, headers, kind, txn) in enumerate(log[offset:stop], offset)
+            if kind == DATA and (not committed or txn is None or txn.state == Transaction.COMMITTED)
+        ], stop
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int, int]:
         with self._lock:

@@ -75,9 +75,8 @@ def job_config(
 def produce(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., None]:
     """produce(topic, [(key, value), ...], partition=None): string keys/values, flushed."""
     # In-memory systems are one per test (and need no broker): only a broker's producer is kept.
-    kept: dict[str, KafkaProducer] = (
-        {} if is_inmemory(kafka_bootstrap) else request.getfixturevalue("session_producers")
-    )
+    shared = not is_inmemory(kafka_bootstrap)
+    kept: dict[str, KafkaProducer] = request.getfixturevalue("session_producers") if shared else {}
 
     def send(
         topic: str, records: list[tuple[str | bytes | None, str | bytes | None]], partition: int | None = None
@@ -94,10 +93,10 @@ def produce(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Callable[..
             with contextlib.suppress(Exception):
                 producer.close(0)
             raise
-        if is_inmemory(kafka_bootstrap):
-            producer.close()
-        else:
+        if shared:
             kept[kafka_bootstrap] = producer
+        else:
+            producer.close()
 
     return send
 
