@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from samsa.exceptions import SamsaError
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT
+from samsa.exceptions import InvalidConfigError, SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
+from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStreamPartition
 
 if TYPE_CHECKING:
@@ -54,7 +58,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
-    from samsa.deploy.local import install_stop_handlers
+    from samsa.deploy.local import install_stop_handlers, unless_stopped
     from samsa.runtime.container import Container
     from samsa.runtime.coordinator import JobCoordinator
 
@@ -70,14 +74,16 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     # Set before the container exists: a stop while it starts ends the start instead of killing the process.
     install_stop_handlers(stop)
     coordinator = JobCoordinator(job)
-    if args.from_supervisor:
-        model = coordinator.read_model()
-        if model is None:
-            raise SamsaError(
-                "no job model was published; start the job with `samsa run` without --container-id"
-            )
-    else:
-        model = coordinator.prepare()
+    if not args.from_supervisor:
+        log.info("preparing job %s: checking its topics, publishing its job model", job.job_key)
+    model = unless_stopped(
+        coordinator.read_model if args.from_supervisor else coordinator.prepare, lambda: stop_requested
+    )
+    if stop_requested:
+        log.info("container %s: stopped before it started", args.container_id)
+        return 0
+    if model is None:
+        raise SamsaError("no job model was published; start the job with `samsa run` without --container-id")
     container = Container(job, model.container(args.container_id), until_caught_up=args.until_caught_up)
     if stop_requested:
         log.info("container %s: stopped before it started", args.container_id)
@@ -103,12 +109,14 @@ def _job_tasks(job: JobConfig) -> dict[str, list[SystemStreamPartition]]:
 
 
 def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
+    from samsa.checkpoint.tool import require_checkpoints
     from samsa.checkpoint.versions import checkpoint_versions
     from samsa.kafka import KafkaConsumer
     from samsa.runtime.coordinator import checkpoint_manager, client_config
 
     job = _load(args)
     manager = checkpoint_manager(job)
+    require_checkpoints(manager, job.name, job.id)
     checkpoints = manager.read_last(checkpoint_versions(job.config)[1])
     tasks = _job_tasks(job)
     consumers: dict[str, KafkaConsumer] = {}
@@ -133,11 +141,11 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
-    from samsa.checkpoint.tool import live_containers, parse_reset_target, reset
+    from samsa.checkpoint.tool import live_containers, parse_reset_target, require_checkpoints, reset
     from samsa.checkpoint.versions import checkpoint_versions
     from samsa.kafka import KafkaProducer
     from samsa.runtime.container import pid_dir
-    from samsa.runtime.coordinator import JobCoordinator, checkpoint_manager, checkpoint_system, client_config
+    from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
     from samsa.runtime.offsets import InputOffsets
 
     job = _load(args)
@@ -147,7 +155,8 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
         raise SamsaError(
             f"job {job.job_key} is running ({', '.join(alive)}); stop it before resetting checkpoints"
         )
-    JobCoordinator(job).create_resources()
+    # Creating the topics here would make a mistyped job.name look like a job reset to its start.
+    require_checkpoints(checkpoint_manager(job), job.name, job.id, "nothing to reset")
     tasks = _job_tasks(job)
     if args.task:
         unknown = sorted(set(args.task) - set(tasks))
@@ -173,11 +182,21 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
 
 def _last_checkpoints(job: JobConfig) -> tuple[list[str], dict[str, AnyCheckpoint]]:
     """(every task of the job or its checkpoints, in order; each task's last checkpoint)."""
+    from samsa.checkpoint.tool import require_checkpoints
+    from samsa.runtime.coordinator import checkpoint_manager
+
+    require_checkpoints(checkpoint_manager(job), job.name, job.id)
+    checkpoints = _read_checkpoints(job)
+    return sorted(set(_job_tasks(job)) | set(checkpoints), key=_task_order), checkpoints
+
+
+def _read_checkpoints(job: JobConfig) -> dict[str, AnyCheckpoint]:
+    """Each task's last checkpoint; the state tools read them again when a running job's commit deleted
+    the snapshot they were reading."""
     from samsa.checkpoint.versions import checkpoint_versions
     from samsa.runtime.coordinator import checkpoint_manager
 
-    checkpoints = checkpoint_manager(job).read_last(checkpoint_versions(job.config)[1])
-    return sorted(set(_job_tasks(job)) | set(checkpoints), key=_task_order), checkpoints
+    return checkpoint_manager(job).read_last(checkpoint_versions(job.config)[1])
 
 
 def _blob_settings(job: JobConfig) -> BlobStoreSettings:
@@ -206,7 +225,8 @@ def _cmd_state_ls(args: argparse.Namespace) -> int:
         settings = _blob_settings(job)
         print(f"blob store {settings.location}")
         with opened_store(settings) as store:
-            rows = list_state(tasks, checkpoints, store, job.name, job.id, logs)
+            reread = partial(_read_checkpoints, job)
+            rows = list_state(tasks, checkpoints, store, job.name, job.id, logs, reread)
     for line in render_state(rows):
         print(line)
     return 0
@@ -215,12 +235,12 @@ def _cmd_state_ls(args: argparse.Namespace) -> int:
 def _cmd_state_show(args: argparse.Namespace) -> int:
     from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata
     from samsa.stores.blobstore.index import SnapshotIndex
-    from samsa.stores.blobstore.tool import index_json, opened_store, read_index_bytes, render_index
+    from samsa.stores.blobstore.tool import index_json, opened_store, read_named_index, render_index
 
     job = _load(args)
     with opened_store(_blob_settings(job)) as store:
         base = BlobMetadata(SNAPSHOT_INDEX_PATH, -1, job.name, job.id, "", "")
-        data = read_index_bytes(store, args.index_blob_id, base)
+        data = read_named_index(store, args.index_blob_id, base)
     if args.json:
         print(index_json(data, args.index_blob_id))
         return 0
@@ -239,10 +259,13 @@ def _cmd_state_download(args: argparse.Namespace) -> int:
     settings = _blob_settings(job)
     with opened_store(settings) as store:
         transfer = BlobTransfer(store, settings.chunk_size)
-        result = download_snapshot(transfer, ref, args.to, job.name, job.id)
+        result = download_snapshot(
+            transfer, ref, args.to, job.name, job.id, reread=partial(_read_checkpoints, job)
+        )
+    got = result.snapshot
     print(
-        f"downloaded store {ref.store} of task {ref.task} (checkpoint {ref.checkpoint_id}, snapshot index "
-        f"{ref.index_blob_id}) into {args.to}: {result.files} file(s), {result.bytes} bytes in "
+        f"downloaded store {got.store} of task {got.task} (checkpoint {got.checkpoint_id}, snapshot index "
+        f"{got.index_blob_id}) into {args.to}: {result.files} file(s), {result.bytes} bytes in "
         f"{result.seconds:.2f} s"
     )
     return 0
@@ -294,7 +317,8 @@ def _cmd_blobstore_verify(args: argparse.Namespace) -> int:
     settings = _blob_settings(job)
     print(f"verifying the blob-store snapshots of job {job.job_key} in {settings.location}")
     with opened_store(settings) as store:
-        report = verify_snapshots(store, refs, job.name, job.id, settings.download_parallelism)
+        reread = partial(_read_checkpoints, job)
+        report = verify_snapshots(store, refs, job.name, job.id, settings.download_parallelism, reread)
     for problem in report.problems:
         print(problem.line())
     print(report.summary())
@@ -319,7 +343,8 @@ def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
     tasks, checkpoints = _last_checkpoints(job)
     with opened_store(settings) as store:
         assert isinstance(store, LocalDirBlobStore)
-        used, unreadable = referenced_blobs(store, blob_snapshots(tasks, checkpoints), job.name, job.id)
+        refs = blob_snapshots(tasks, checkpoints)
+        used, unreadable = referenced_blobs(store, refs, job.name, job.id, partial(_read_checkpoints, job))
         if unreadable:
             names = ", ".join(f"{r.task}/{r.store} ({r.index_blob_id})" for r in unreadable)
             print(
@@ -347,7 +372,11 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a job (all containers, supervised) or one container")
     job_args(run)
-    run.add_argument("--container-id", help="run only this container (for an outside orchestrator)")
+    run.add_argument(
+        "--container-id",
+        help=f"run only this container (for an outside orchestrator); it exits {CONFIG_ERROR_EXIT} on a "
+        "configuration error, which a restart does not mend",
+    )
     run.add_argument("--deploy", choices=["local", "spark"], help="override job.deploy")
     run.add_argument(
         "--until-caught-up",
@@ -438,10 +467,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a reader gone (`| head`) shows here, not as an error while exiting
+        return status
     except SamsaError as e:
-        log.error("%s", e)
+        log.error("%s", explain(e, full=log.isEnabledFor(logging.DEBUG)))
+        return _error_status(args, e)
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): as the Python docs advise for SIGPIPE, point stdout at
+        # devnull so that flushing it at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _error_status(args: argparse.Namespace, error: BaseException) -> int:
+    """2; a single container stopped by a configuration error exits CONFIG_ERROR_EXIT instead, which its
+    supervisor does not restart (the init() of a task asking for an undefined store counts as one)."""
+    if getattr(args, "container_id", None) is None:
         return 2
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, InvalidConfigError):
+            return CONFIG_ERROR_EXIT
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return 2
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 if TYPE_CHECKING:
     from samsa.runtime.task import IncomingMessageEnvelope
@@ -14,7 +14,7 @@ class AdjunctError(SamsaError):
     """Base class of the adjunct package's errors."""
 
 
-class AdjunctConfigError(AdjunctError):
+class AdjunctConfigError(AdjunctError, InvalidConfigError):
     """A `stores.*.adstore.*` key is malformed or names something that cannot be loaded or used."""
 
     def __init__(self, key: str, problem: str) -> None:

@@ -105,6 +105,14 @@ class KafkaCheckpointManager:
         finally:
             admin.close()
 
+    def topic_exists(self) -> bool:
+        """Whether the checkpoint topic exists (it does once the job has started)."""
+        admin = KafkaAdmin(self._client_config)
+        try:
+            return admin.partition_counts([self.topic])[self.topic] is not None
+        finally:
+            admin.close()
+
     def read_records(self, versions: Sequence[int] = (1, 2)) -> dict[str, dict[int, StoredCheckpoint]]:
         """Each task's last record of each of `versions`; records of other versions are not even decoded."""
         wanted = set(versions)

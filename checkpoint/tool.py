@@ -34,6 +34,20 @@ def parse_reset_target(text: str) -> str | int:
     return int(moment.timestamp() * 1000)
 
 
+def require_checkpoints(
+    manager: KafkaCheckpointManager, job_name: str, job_id: str, action: str = ""
+) -> None:
+    """Raises naming the job when its checkpoint topic does not exist: it never ran, or job.name / job.id
+    is mistyped (reading the topic would only say librdkafka's unknown partition)."""
+    if manager.topic_exists():
+        return
+    then = f"; {action}" if action else ""
+    raise CheckpointError(
+        f"job {job_name} (id {job_id}) has no checkpoints: topic {manager.topic} does not exist "
+        f"(has it run? check job.name and job.id){then}"
+    )
+
+
 def live_containers(pid_dir: Path) -> list[str]:
     """Pid files of containers still running on this machine."""
     alive = []

@@ -9,15 +9,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
-from samsa.deploy.restarts import RESTART_WINDOW_S, RestartBudget
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, RESTART_WINDOW_S, RestartBudget
 from samsa.runtime.config.job import JobConfig
+from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import JobCoordinator
+from samsa.runtime.run_lock import RunLock
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How often a start waiting on the broker looks whether it was asked to stop.
+_STOP_POLL_S = 0.1
 
 
 @dataclass
@@ -42,6 +49,9 @@ class LocalSupervisor:
         self._children: list[_Child] = []
         self._pumps: list[threading.Thread] = []
         self.failed = False
+        #: A container stopped on a configuration error: the job stops, exit status 2 like a config error
+        #: found before the containers start.
+        self.config_error = False
 
     def stop(self) -> None:
         """Graceful stop of every container (signal-handler safe)."""
@@ -81,8 +91,21 @@ class LocalSupervisor:
                 self._out.flush()
 
     def run(self) -> int:
-        """Runs until every container has finished or a stop is requested; returns an exit code."""
-        model = JobCoordinator(self.job).prepare()
+        """Runs until every container has finished or a stop is requested; returns an exit code. A second
+        supervisor of the job on this machine is refused at once."""
+        lock = RunLock(pid_dir(self.job) / "supervisor.lock", f"job {self.job.job_key}")
+        lock.acquire()
+        try:
+            return self._supervise()
+        finally:
+            lock.release()
+
+    def _supervise(self) -> int:
+        log.info("preparing job %s: checking its topics, publishing its job model", self.job.job_key)
+        model = unless_stopped(JobCoordinator(self.job).prepare, lambda: self._stopping)
+        if model is None:
+            log.info("stopped before any container started")
+            return 0
         self._children = [_Child(c.id, RestartBudget(self.job.max_restarts)) for c in model.containers]
         for child in self._children:
             self._spawn(child)
@@ -92,7 +115,7 @@ class LocalSupervisor:
                 self._watch(child, now)
             time.sleep(0.1)
         self._stop_all()
-        return 1 if self.failed else 0
+        return 2 if self.config_error else 1 if self.failed else 0
 
     def _watch(self, child: _Child, now: float) -> None:
         if child.done:
@@ -109,6 +132,16 @@ class LocalSupervisor:
         if rc == 0:
             child.done, child.rc = True, 0
             log.info("container %s finished", child.container_id)
+            return
+        if rc == CONFIG_ERROR_EXIT:
+            log.error(
+                "container %s stopped on a configuration error (its log above says what to fix); a restart "
+                "would meet it again, so the job stops: fix the config and start the job again",
+                child.container_id,
+            )
+            child.done, child.rc = True, rc
+            self.failed = self.config_error = True
+            self._stopping = True
             return
         delay = child.restarts.next_delay(now)
         if delay is None:
@@ -151,6 +184,31 @@ class LocalSupervisor:
                 child.rc = child.process.returncode
         for pump in self._pumps:
             pump.join(timeout=5)  # the last lines of a container (a traceback) must reach the log
+
+
+def unless_stopped(call: Callable[[], T], stopped: Callable[[], bool]) -> T | None:
+    """`call()` on a thread of its own, waited for until it returns or `stopped()`: then None, and the
+    call is abandoned (a start waiting on an unreachable broker would hold up Ctrl-C for its timeout)."""
+    result: list[T] = []
+    error: list[BaseException] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            result.append(call())
+        except BaseException as e:
+            error.append(e)
+        finally:
+            done.set()
+
+    # A daemon thread: an abandoned call does not keep the process alive.
+    threading.Thread(target=target, name="samsa-start", daemon=True).start()
+    while not done.wait(_STOP_POLL_S):
+        if stopped():
+            return None
+    if error:
+        raise error[0]
+    return result[0]
 
 
 def install_stop_handlers(stop: Any) -> None:

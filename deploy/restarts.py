@@ -6,6 +6,9 @@ from collections import deque
 
 # Restarts are counted over this window against the deployment's max.restarts.
 RESTART_WINDOW_S = 600.0
+# Exit status of a container stopped by a configuration error (sysexits' EX_CONFIG): a restart meets the
+# same error, so a supervisor stops the job instead of restarting it with backoff.
+CONFIG_ERROR_EXIT = 78
 # Backoff before restarting a crashed container: doubles per recent crash, capped.
 _BACKOFF_START_S = 0.5
 _BACKOFF_MAX_S = 30.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 
 class KafkaSystemError(SamsaError):
@@ -79,7 +79,7 @@ class BrokerStartError(KafkaSystemError):
     """The embedded dev broker (noida-db) could not be found or did not come up."""
 
 
-class KafkaConfigError(KafkaSystemError):
+class KafkaConfigError(KafkaSystemError, InvalidConfigError):
     """librdkafka rejected a client setting; `setting` names it when librdkafka said which."""
 
     def __init__(self, setting: str | None, reason: str) -> None:

@@ -43,6 +43,7 @@ from samsa.runtime.eos_tasks import ExactlyOnceTasks
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
 from samsa.runtime.job_model import ContainerModel, TaskModel
 from samsa.runtime.prometheus import PrometheusServer
+from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
@@ -118,6 +119,7 @@ class Container:
         self._clock = self._hooks.clock
         self._server: PrometheusServer | None = None
         self._pid_file: Path | None = None
+        self._lock: RunLock | None = None
         self.model = model
         self.until_caught_up = until_caught_up
         #: This start's epoch from a supervising driver (Spark): checkpoints are then written in
@@ -556,13 +558,17 @@ class Container:
         """The run loop, once `start` has built it (a driver steps it with `RunLoop.step`)."""
         return self._loop
 
+    @property
+    def tasks(self) -> tuple[TaskInstance, ...]:
+        """The tasks it runs, once started (a test driver reads their stores between steps)."""
+        return tuple(self._tasks)
+
     def start(self) -> RunLoop | None:
         """Everything before the loop: clients, restore, tasks, the start-up commit. Returns the loop ready
         to `run` or `step`, then `finish`; None when stopped while restoring (all released)."""
         kafka_systems = [name for name, s in self.job.systems.items() if s.kafka_clients]
-        self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
-        self._pid_file.parent.mkdir(parents=True, exist_ok=True)
-        self._pid_file.write_text(str(os.getpid()))
+        if self.epoch is None:
+            self._take_lock()
         with self._released_on_failure():
             for system in kafka_systems:
                 self._producers[system] = self._new_producer(client_config(self.job, system, "producer"))
@@ -576,6 +582,8 @@ class Container:
                 self._checkpoints.init_fencing()
                 if self._fenced is not None:
                     self._checkpoints.fence(self._fenced)
+                # Once older starts are fenced: they stop at their next commit (or the driver's word).
+                self._take_lock()
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
             checkpoints = self._checkpoints.read_last()
@@ -671,6 +679,29 @@ class Container:
                 self._bootstrap_reporter.__enter__()
             return self._loop
 
+    def _take_lock(self) -> None:
+        """Refuses a second start of this container on this machine (two would share, and delete each
+        other's, store files), then writes the pid file. A start under a newer epoch (Spark) waits for the
+        older one, fenced by now, to stop first."""
+        lock = RunLock(
+            pid_dir(self.job) / f"container-{self.model.id}.lock",
+            f"container {self.model.id} of job {self.job.job_key}",
+        )
+        wait_s = 0.0 if self.epoch is None else (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000
+        lock.acquire(wait_s, self._restore_stop.is_set)
+        self._lock = lock
+        self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
+        self._pid_file.write_text(str(os.getpid()))
+
+    def _let_go(self) -> None:
+        """Removes the pid file and releases the lock, once: a later start of the container may own them."""
+        pid_file, self._pid_file = self._pid_file, None
+        if pid_file is not None:
+            pid_file.unlink(missing_ok=True)
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
     def commit_all(self) -> None:
         """Commits every task now and waits until it is durable (a test driver between its steps)."""
         self.commit(self._tasks, wait=True, requested=True)
@@ -740,8 +771,7 @@ class Container:
                 close()
             except Exception as e:
                 log.debug("while releasing a crashed container: %r", e)
-        if self._pid_file is not None:
-            self._pid_file.unlink(missing_ok=True)
+        self._let_go()
 
     def _stopping_for_crash(self) -> None:
         self._stop_requested = True
@@ -763,7 +793,7 @@ class Container:
     def _release(self, failed: bool) -> None:
         """Closes the clients. After a failure the cause is already on its way up: close quickly (outputs
         of processed messages still go out) and log, rather than raise, whatever else goes wrong."""
-        server, pid_file = self._server, self._pid_file
+        server = self._server
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
         closers += [c.close for c in self._consumers.values()]
@@ -786,8 +816,7 @@ class Container:
                     elif first is None:
                         first = e
         finally:
-            if pid_file is not None:
-                pid_file.unlink(missing_ok=True)
+            self._let_go()
         if first is not None:
             raise first
 

@@ -132,8 +132,10 @@ class JobCoordinator:
         """Creates resources and returns the current job model, publishing a new one if the inputs changed."""
         check_job(self.job)
         self.check_client_settings()
+        # Inputs and outputs first: a start failing on a missing topic leaves no internal topics behind.
+        counts = self.partition_counts()
         self.create_resources()
-        model = build_job_model(self.partition_counts(), self.job.container_count, self.job.broadcast)
+        model = build_job_model(counts, self.job.container_count, self.job.broadcast)
         from samsa.runtime.state import create_changelogs  # state builds on this module's client settings
 
         create_changelogs(self.job, len(model.tasks))

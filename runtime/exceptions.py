@@ -1,18 +1,23 @@
 """Errors raised by the runtime: configuration, tasks, containers and the job model."""
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 
 class RuntimeSamsaError(SamsaError):
     """Base class of the runtime package's errors."""
 
 
-class ConfigError(RuntimeSamsaError):
+class ConfigError(RuntimeSamsaError, InvalidConfigError):
     """A job configuration key is missing, unknown, malformed or not supported yet."""
 
 
 class TaskError(RuntimeSamsaError):
     """A task failed while processing, windowing, committing or closing."""
+
+
+class UserCodeError(TaskError):
+    """The task's own code (`init`, `process`, `window`) raised; `__cause__` is what it raised, whose
+    traceback the CLI shows."""
 
 
 class MessageDeserializationError(RuntimeSamsaError):

@@ -20,10 +20,11 @@ from samsa.exactly_once.protocol import (
     classify_message,
 )
 from samsa.kafka import KafkaConsumer, RawMessage
-from samsa.runtime.exceptions import TaskError
+from samsa.runtime.exceptions import TaskError, UserCodeError
 from samsa.runtime.metrics import Counter, Timer
 from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
 from samsa.runtime.task_instance import TaskInstance
+from samsa.runtime.user_errors import described
 from samsa.serde.base import Serde, fast_from_bytes
 from samsa.streams import SystemStreamPartition
 
@@ -193,6 +194,11 @@ class RunLoop:
         """Asks the loop to return after the message in hand (safe from a signal handler)."""
         self._stopping = True
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the loop is over or ends after the message in hand (stopped, or its tasks shut down)."""
+        return self._stopping
+
     # -- the loop ---------------------------------------------------------------------------------
     def begin(self) -> None:
         """Starts the bootstrap streams and the timers; `run` does it, a driver calling `step` first."""
@@ -347,8 +353,8 @@ class RunLoop:
                 try:
                     process(env, collector, coordinator)
                 except Exception as e:
-                    raise TaskError(
-                        f"task {ti.name}: process() failed on {stream}#{partition}@{offset}: {e!r}; "
+                    raise UserCodeError(
+                        f"task {ti.name}: process() failed on {stream}#{partition}@{offset}: {described(e)}; "
                         f"the message is not checkpointed and will be processed again after a restart"
                     ) from e
                 timer.update_ns(perf() - start)
@@ -388,10 +394,10 @@ class RunLoop:
                         try:
                             ti.task.process(env, ti.collector, ti.coordinator)
                         except Exception as e:
-                            raise TaskError(
+                            raise UserCodeError(
                                 f"task {ti.name}: process() failed on broadcast {stream}#{partition}@{offset}"
-                                f": {e!r}; the message is not checkpointed for this task and will be "
-                                "processed again after a restart"
+                                f": {described(e)}; the message is not checkpointed for this task and will "
+                                "be processed again after a restart"
                             ) from e
                         ti.process_timer.update_ns(perf() - start)
                         ti.processed.inc()
@@ -491,9 +497,9 @@ class RunLoop:
         try:
             ti.task.process(env, ti.collector, ti.coordinator)
         except Exception as e:
-            raise TaskError(
-                f"task {ti.name}: process() failed on {env.stream}#{env.partition}@{env.offset}: {e!r}; "
-                f"the message is not checkpointed and will be processed again after a restart"
+            raise UserCodeError(
+                f"task {ti.name}: process() failed on {env.stream}#{env.partition}@{env.offset}: "
+                f"{described(e)}; the message is not checkpointed and will be processed again after a restart"
             ) from e
         ti.process_timer.update_ns(time.perf_counter_ns() - start)
         ti.processed.inc()

@@ -41,6 +41,11 @@ class IncomingMessageEnvelope:
     def system_stream_partition(self) -> SystemStreamPartition:
         return SystemStreamPartition(self.system, self.stream, self.partition)
 
+    @property
+    def message(self) -> Any:
+        """The deserialized value under Samza's name (`getMessage()`): the same object as `value`."""
+        return self.value
+
     def __repr__(self) -> str:
         return (
             f"IncomingMessageEnvelope({self.system}.{self.stream}#{self.partition}@{self.offset}, "

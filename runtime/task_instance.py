@@ -6,9 +6,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from samsa.runtime import metrics as m
-from samsa.runtime.exceptions import TaskError
+from samsa.runtime.exceptions import ConfigError, UserCodeError
 from samsa.runtime.job_model import TaskModel
 from samsa.runtime.task import MessageCollector, RequestScope, StreamTask, has_window
+from samsa.runtime.user_errors import described
 from samsa.streams import SystemStreamPartition
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class TaskContextImpl:
             return self._storage.stores[name]
         except KeyError:
             known = ", ".join(sorted(self._storage.stores)) or "none"
-            raise TaskError(
+            raise ConfigError(
                 f"task {self._task_name}: no store named {name!r} (configured: {known}); "
                 f"define stores.{name}.factory"
             ) from None
@@ -133,14 +134,14 @@ class TaskInstance:
         try:
             self.task.init(self.context)
         except Exception as e:
-            raise TaskError(f"task {self.name}: init() failed: {e!r}") from e
+            raise UserCodeError(f"task {self.name}: init() failed: {described(e)}") from e
 
     def window(self) -> None:
         start = time.perf_counter_ns()
         try:
             self.task.window(self.collector, self.coordinator)
         except Exception as e:
-            raise TaskError(f"task {self.name}: window() failed: {e!r}") from e
+            raise UserCodeError(f"task {self.name}: window() failed: {described(e)}") from e
         self.window_timer.update_ns(time.perf_counter_ns() - start)
         if self.window_interval:
             self.next_window = time.monotonic() + self.window_interval

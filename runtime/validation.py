@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
+from collections.abc import Mapping
+
+from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.checkpoint.versions import READ_VERSIONS_KEY, WRITE_VERSIONS_KEY, checkpoint_versions
 from samsa.exceptions import SamsaError
 from samsa.runtime.classpath import load_object
-from samsa.runtime.config.job import JobConfig
+from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.task import StreamTask
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backends import BLOBSTORE, store_backends
-from samsa.stores.factory import store_specs
+from samsa.stores.changelog.admin import check_unique_changelogs
+from samsa.stores.factory import StoreSpec, store_specs
+from samsa.stores.rocksdb_options import RocksDbMemory
 from samsa.streams import SystemStream
+
+log = logging.getLogger(__name__)
+
+_STREAM_KEY = "systems.<sys>.streams.<stream>."
+# Per-stream settings that decide where or in what order a stream is read: one naming no stream of the job
+# is a typo that silently reads the real stream otherwise (from `upcoming`, skipping what is there).
+# The others (serdes) may be for a stream the task sends to without listing it in task.outputs, as Samza
+# allows: a warning.
+_CONSUMPTION_SETTINGS = frozenset(
+    {"samza.offset.default", "samza.reset.offset", "samza.bootstrap", "samza.priority"}
+)
 
 
 def task_class(job: JobConfig) -> type[StreamTask]:
@@ -31,12 +49,14 @@ def serde_key(job: JobConfig, stream: SystemStream, part: str) -> str:
 def check_job(job: JobConfig) -> None:
     """Everything a container would fail on at start, found before any starts; errors name the key."""
     task_class(job)
+    RocksDbMemory.from_config(job.config)  # job.container.rocksdb.* (store_specs checks stores.<s>.rocksdb.*)
     serdes = SerdeRegistry(job.config)
     for stream in (*job.inputs, *job.outputs):
         settings = job.stream(stream)
         for part, name in (("key", settings.key_serde), ("msg", settings.msg_serde)):
             _resolve(serdes, name, serde_key(job, stream, part), stream.stream, part == "key")
     specs = store_specs(job.config)
+    _check_changelogs(job, specs)
     for store, spec in specs.items():
         _resolve(serdes, spec.key_serde, f"stores.{store}.key.serde", None, True)
         _resolve(serdes, spec.msg_serde, f"stores.{store}.msg.serde", None, False)
@@ -53,6 +73,75 @@ def check_job(job: JobConfig) -> None:
     _check_blob_checkpoints(
         job, [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
     )
+    _check_stream_keys(job, specs)
+
+
+def job_streams(job: JobConfig, changelogs: Mapping[str, SystemStream]) -> dict[SystemStream, str]:
+    """Every stream the job reads or writes (inputs, outputs, `changelogs`, its internal topics), with what
+    it is to the job, for messages."""
+    from samsa.runtime.coordinator import checkpoint_system, coordinator_topic  # it imports this module
+
+    roles = {stream: f"the adjunct input of store {store}" for store, stream in job.adjunct_inputs.items()}
+    for stream in job.broadcast_streams:
+        roles.setdefault(stream, "a broadcast input")
+    for stream in job.inputs:
+        roles.setdefault(stream, "an input")
+    for stream in job.outputs:
+        roles.setdefault(stream, "an output")
+    for store, stream in changelogs.items():
+        roles.setdefault(stream, f"the changelog of store {store}")
+    if job.deserialization_policy == "dlq":
+        for system in sorted({s.system for s in job.inputs}):
+            roles.setdefault(job.dlq_stream(system), "the dead-letter stream")
+    system = checkpoint_system(job)
+    roles.setdefault(SystemStream(system, checkpoint_topic(job.name, job.id)), "the checkpoint topic")
+    roles.setdefault(SystemStream(system, coordinator_topic(job)), "the coordinator topic")
+    return roles
+
+
+def _changelogs(specs: Mapping[str, StoreSpec]) -> dict[str, SystemStream]:
+    return {
+        s: parse_stream(spec.changelog, f"stores.{s}.changelog")
+        for s, spec in specs.items()
+        if spec.changelog
+    }
+
+
+def _check_changelogs(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
+    """A changelog is a topic of the store's own: never one the job reads or writes otherwise (checking or
+    creating it as a changelog would advise compacting, or deleting, the job's data), nor another store's."""
+    logs = _changelogs(specs)
+    check_unique_changelogs(logs)
+    others = job_streams(job, {})
+    for store, stream in sorted(logs.items()):
+        role = others.get(stream)
+        if role is not None:
+            raise ConfigError(
+                f"stores.{store}.changelog names {stream}, which is {role} of the job; a changelog needs a "
+                f"topic of its own (e.g. {stream.system}.{job.job_key}-{store}-changelog)"
+            )
+
+
+def _check_stream_keys(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
+    """A `systems.<sys>.streams.<stream>.*` key must name one of the job's streams: an error for settings
+    of how a stream is consumed. Others may name a stream the task sends to without task.outputs (as in
+    Samza; the README's word count does): only logged at debug level."""
+    streams = job_streams(job, _changelogs(specs))
+    for key in sorted(job.config):
+        found = job.config.registry.lookup(key)
+        if found is None or not found[0].pattern.startswith(_STREAM_KEY):
+            continue
+        stream = SystemStream(found[1][0], found[1][1])
+        if stream in streams:
+            continue
+        setting = found[0].pattern[len(_STREAM_KEY) :]
+        listed = ", ".join(f"{s} ({role})" for s, role in streams.items())
+        close = difflib.get_close_matches(str(stream), [str(s) for s in streams], n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        problem = f"{key}: stream {stream} is none of the job's streams ({listed}); {hint}"
+        if setting in _CONSUMPTION_SETTINGS or (setting == "samza.intermediate" and job.exactly_once):
+            raise ConfigError(problem + "fix the stream name or remove the key")
+        log.debug("%s", problem + "it applies only if the task sends to that stream")
 
 
 def _check_blob_checkpoints(job: JobConfig, blob_stores: list[str]) -> None:

@@ -1,13 +1,13 @@
 """Errors raised by the serde package."""
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 
 class SerdeError(SamsaError):
     """Base class of serde errors."""
 
 
-class SerdeConfigError(SerdeError):
+class SerdeConfigError(SerdeError, InvalidConfigError):
     """A `serializers.registry.*` key is missing, unknown or malformed, or a serde name is unknown."""
 
 

@@ -2,14 +2,14 @@
 
 from collections.abc import Iterable
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 
 class StoreError(SamsaError):
     """Base class of store errors; also raised as is for engine I/O failures (open, flush, checkpoint)."""
 
 
-class StoreNotFoundError(StoreError):
+class StoreNotFoundError(StoreError, InvalidConfigError):
     """A task asked for a store the job config does not define."""
 
     def __init__(self, name: str, configured: Iterable[str]) -> None:
@@ -33,7 +33,7 @@ class StoreClosedError(StoreError):
         )
 
 
-class StoreConfigError(StoreError):
+class StoreConfigError(StoreError, InvalidConfigError):
     """A `stores.*` configuration value is missing or malformed."""
 
     def __init__(self, key: str, problem: str) -> None:

@@ -18,6 +18,7 @@ from samsa.examples.demo_kafka import demo_kafka
 from samsa.examples.enrichment.generator import Dataset, produce_dataset
 from samsa.examples.enrichment.task import UNKNOWN
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer
+from samsa.runtime.config.loader import load_raw
 
 JOB = Path(__file__).with_name("job.yaml")
 PARTITIONS = 4  # of all three topics: a task per partition number, 2 per container
@@ -73,9 +74,24 @@ def enrichment_command(
 ) -> list[str]:
     """`samsa run job.yaml --until-caught-up` for these topics, with `extra` KEY=VALUE overrides."""
     overrides = enrichment_overrides(bootstrap, topics, job_id, state_dir, extra)
-    return [sys.executable, "-m", "samsa.cli", "run", str(JOB), "--until-caught-up"] + [
+    job = renamed_job(topics, state_dir.parent / f"job-{job_id}.yaml")
+    return [sys.executable, "-m", "samsa.cli", "run", str(job), "--until-caught-up"] + [
         f"--config={item}" for item in overrides
     ]
+
+
+def renamed_job(topics: Topics, path: Path) -> Path:
+    """job.yaml written to `path` with its per-stream keys moved to these topics: an override sets a key but
+    cannot drop one, and a key naming a stream the job no longer reads fails the start."""
+    names = {"customers-cdc": topics.customers, "orders": topics.orders, "orders-enriched": topics.enriched}
+    config = {}
+    for key, value in load_raw(JOB).items():
+        for old, new in names.items():
+            key = key.replace(f"systems.kafka.streams.{old}.", f"systems.kafka.streams.{new}.")
+        config[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))  # JSON is YAML
+    return path
 
 
 def read_enriched(bootstrap: str, topic: str, partitions: int) -> tuple[dict[str, Any], int]:

@@ -41,6 +41,12 @@ class Config(Mapping[str, str]):
                     close = self.registry.suggest(key)
                     hint = f"; did you mean {close!r}?" if close else "; see `samsa config keys`"
                     raise ConfigError(f"unknown config key {key!r}{hint}")
+                meant = self.registry.misspelled_prefix(key)
+                if meant is not None:
+                    raise ConfigError(
+                        f"unknown config key {key!r}; did you mean {meant!r}? ({key.split('.')[0]!r} is "
+                        "not a Samsa prefix, and the key would be ignored as one of the task's own)"
+                    )
                 continue  # a user's own key, for their task to read
             self._typed[key] = found[0].parse(key, value)
 

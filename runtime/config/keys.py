@@ -362,6 +362,51 @@ KEYS = [
     ),
 ]
 
+_CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
+_PER_STORE_MEMORY = "use stores.<s>.rocksdb.{0} or job.container.rocksdb.{1}"
+
+# Well-known Samza keys Samsa does not implement: rejected naming what to do instead, never guessed at
+# as a typo of some other key.
+SAMZA_UNSUPPORTED = {
+    "job.factory.class": "containers are started by job.deploy (local or spark)",
+    "job.coordinator.system": "the coordinator topic is on task.checkpoint.system",
+    "job.changelog.system": "name the system in each stores.<s>.changelog (<system>.<stream>)",
+    "job.systemstreampartition.grouper.factory": "tasks are one per partition number (GroupByPartition)",
+    "task.name.grouper.factory": "tasks are dealt round-robin to job.container.count containers",
+    "job.container.thread.pool.size": "a container processes its tasks on its run loop's thread",
+    "task.checkpoint.factory": f"checkpoints are kept in the compacted topic {_CHECKPOINT_TOPIC} on "
+    "task.checkpoint.system",
+    "task.checkpoint.replication.factor": f"Samsa creates {_CHECKPOINT_TOPIC} with the broker's default; "
+    "create it yourself (compacted, one partition) to choose",
+    "task.checkpoint.segment.bytes": f"Samsa creates {_CHECKPOINT_TOPIC} with the broker's default; "
+    "create it yourself (compacted, one partition) to choose",
+    "task.chooser.class": "inputs are read round-robin, streams with samza.bootstrap=true first",
+    "task.drop.deserialization.errors": "set task.deserialization.error.policy=skip (or dlq)",
+    "task.max.concurrency": "a task processes one message at a time (StreamTask)",
+    "task.callback.timeout.ms": "a task processes one message at a time (StreamTask)",
+    "task.opts": "containers are Python processes",
+    "task.java.home": "containers are Python processes",
+    "metrics.reporters": "Samsa serves Prometheus metrics: set metrics.prometheus.port",
+    "metrics.reporter.<name>.class": "Samsa serves Prometheus metrics: set metrics.prometheus.port",
+    "systems.<sys>.samza.fetch.threshold": "a container holds at most two fetch batches; bound librdkafka's "
+    "prefetch with systems.<sys>.consumer.queued.max.messages.kbytes",
+    "systems.<sys>.samza.fetch.threshold.bytes": "a container holds at most two fetch batches; bound "
+    "librdkafka's prefetch with systems.<sys>.consumer.queued.max.messages.kbytes",
+    "systems.<sys>.streams.<stream>.samza.priority": "inputs are read round-robin; "
+    "samza.bootstrap=true reads a stream before the others",
+    "stores.<s>.rocksdb.ttl.ms": "RocksDB's TTL is not exposed; delete expired keys in the task "
+    "(e.g. in window())",
+    "stores.<s>.container.cache.size.bytes": _PER_STORE_MEMORY.format(
+        "block.cache.size.bytes", "block.cache.size.bytes"
+    ),
+    "stores.<s>.container.write.buffer.size.bytes": _PER_STORE_MEMORY.format(
+        "write.buffer.size.bytes", "write.buffer.total.bytes"
+    ),
+    "stores.<s>.side.inputs": "feed a read-only store from a stream with stores.<s>.adstore.input",
+    "stores.<s>.side.inputs.processor.factory": "feed a read-only store from a stream with "
+    "stores.<s>.adstore.input and stores.<s>.adstore.key.value.extractor.factory",
+}
+
 # A key under one of these prefixes that the registry does not know is a mistake, not a user's own key.
 GOVERNED_PREFIXES = (
     "job.",
@@ -377,4 +422,5 @@ GOVERNED_PREFIXES = (
 
 def build_registry(extra: list[Key] | None = None) -> KeyRegistry:
     """The registry of all keys, plus keys contributed by packages (serde options, ...)."""
-    return KeyRegistry([*KEYS, *(extra or [])], GOVERNED_PREFIXES)
+    unsupported = [Key(k, "str", why, unsupported=why) for k, why in SAMZA_UNSUPPORTED.items()]
+    return KeyRegistry([*KEYS, *(extra or []), *unsupported], GOVERNED_PREFIXES)

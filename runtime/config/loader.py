@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,29 +33,91 @@ def _to_text(value: Any) -> str:
 
 
 def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
-    """Parses Java .properties text: `key=value` or `key: value`, # and ! comments, \\ continuations."""
+    """Parses Java .properties text as `java.util.Properties.load` does: `key=value`, `key: value` or
+    `key value`, # and ! comments, \\ continuations, and the escapes `\\uXXXX`, `\\t`, `\\n`, `\\r`,
+    `\\f` and `\\<char>` (`\\:`, `\\=`, `\\ `, `\\\\`) in keys and values."""
     out: dict[str, str] = {}
-    pending = ""
-    number = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip() if not pending else line.lstrip()
-        if not pending and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+    pending: str | None = None
+    first = 0
+    # Java ends lines at \n, \r or \r\n only (str.splitlines also splits at \f, \x1c, \u2028...).
+    for number, line in enumerate(_LINE_END.split(text), start=1):
+        stripped = line.lstrip(_BLANKS)
+        if pending is None:
+            if not stripped or stripped[0] in "#!":
+                continue
+            pending, first = "", number
+        if _continues(stripped):
             pending += stripped[:-1]
             continue
-        entry, pending = pending + stripped, ""
-        _store_entry(entry, out, f"{source}:{number}")
-    if pending:  # a continuation on the last line still ends its entry
-        _store_entry(pending, out, f"{source}:{number}")
+        entry, pending = pending + stripped, None
+        _store_entry(entry, out, f"{source}:{first}")
+    if pending is not None:  # a continuation on the last line still ends its entry
+        _store_entry(pending, out, f"{source}:{first}")
     return out
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_BLANKS = " \t\f"  # Java's whitespace between and around keys and values
+_ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes continues the line (an even number are escaped backslashes)."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
 def _store_entry(entry: str, out: dict[str, str], where: str) -> None:
-    split = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
-    if split <= 0:
-        raise ConfigError(f"{where}: {entry!r} is not key=value")
-    out[entry[:split].strip()] = entry[split + 1 :].strip()
+    # The key ends at the first unescaped `=`, `:` or blank; blanks, then one `=` or `:`, then blanks follow.
+    end, escaped = len(entry), False
+    for i, char in enumerate(entry):
+        if not escaped and (char in "=:" or char in _BLANKS):
+            end = i
+            break
+        escaped = char == "\\" and not escaped
+    rest = entry[end:].lstrip(_BLANKS)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_BLANKS)
+    key = _unescape(entry[:end], where)
+    if not key:
+        raise ConfigError(f"{where}: {entry!r} has no key; write key=value")
+    # Java keeps a value's trailing blanks; an invisible one in a job file is a mistake, so only an
+    # escaped one (`\\ `, `\\u0020`) is kept.
+    out[key] = _unescape(_strip_unescaped_end(rest), where)
+
+
+def _strip_unescaped_end(value: str) -> str:
+    stripped = value.rstrip(_BLANKS)
+    if len(stripped) < len(value) and _continues(stripped):
+        return stripped + value[len(stripped)]  # an escaped blank ends the value
+    return stripped
+
+
+def _unescape(text: str, where: str) -> str:
+    """Java's escapes: `\\uXXXX`, `\\t` `\\n` `\\r` `\\f`, and `\\` before any other character is dropped."""
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)  # a lone backslash at the very end stays, as in Java
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ConfigError(
+                    f"{where}: malformed \\uXXXX escape {text[i : i + 6]!r}: write four hex digits, "
+                    "e.g. \\u0020 for a space"
+                )
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_ESCAPED.get(nxt, nxt))
+        i += 2
+    return "".join(out)
 
 
 def load_raw(source: str | Path | Mapping[str, Any]) -> dict[str, str]:
@@ -66,7 +129,12 @@ def load_raw(source: str | Path | Mapping[str, Any]) -> dict[str, str]:
     path = Path(source)
     if not path.is_file():
         raise ConfigError(f"job config file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"job config file {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8"
+        ) from None
     if path.suffix == ".properties":
         return parse_properties(text, str(path))
     if path.suffix in (".yaml", ".yml"):

@@ -12,6 +12,23 @@ from samsa.runtime.exceptions import ConfigError
 # Placeholder names that may themselves contain dots (Kafka topic names do); all others are one segment.
 _DOTTED_PLACEHOLDERS = {"stream"}
 _PLACEHOLDER = re.compile(r"<([a-z]+)>")
+# A suggestion is offered only this many edits (a swap of two letters is one) from the key: a wider net
+# proposes unrelated keys (`samza.fetch.threshold` -> `samza.factory`).
+_MAX_TYPO_EDITS = 2
+
+
+def typo_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap of neighbours) turning `a` into `b`: optimal string alignment."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, start=1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -45,6 +62,8 @@ class Key:
     allow_off: bool = False  # -1 turns a timer off
     # Keys from CONFIG.md that a later issue builds: set -> rejected with this reason.
     not_yet: str | None = None
+    # Samza keys Samsa does not implement: set -> rejected with this reason (what to do instead).
+    unsupported: str | None = None
     # Values of a supported key that a later issue builds, e.g. exactly_once.
     values_not_yet: dict[str, str] = field(default_factory=dict)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -70,6 +89,11 @@ class Key:
         """Turns a raw string into this key's typed value, or raises naming the key."""
         if self.not_yet:
             raise ConfigError(f"{key} is not supported yet ({self.not_yet}); remove it from the job config")
+        if self.unsupported:
+            raise ConfigError(
+                f"{key} is a Samza key not supported by Samsa: {self.unsupported}; "
+                "remove it from the job config"
+            )
         if self.type == "int":
             value = _parse_int(key, raw)
             if self.minimum is not None and value < self.minimum and not (self.allow_off and value == -1):
@@ -152,16 +176,40 @@ class KeyRegistry:
         return key.startswith(self.prefixes)
 
     def suggest(self, key: str) -> str | None:
-        """The closest known key, with placeholders filled from `key`'s own segments."""
+        """The closest known key a typo away, with placeholders filled from `key`'s own segments.
+
+        Only keys under `key`'s own first segment are candidates: a `task.` key is never "corrected" into a
+        `stores.` key whose store placeholder took a word of the typo.
+        """
         segments = key.split(".")
-        candidates = [_fill(k.pattern.split("."), segments) for k in self.keys]
-        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
-        return close[0] if close else None
+        candidates = {
+            _fill(k.pattern.split("."), segments)
+            for k in self.keys
+            if not k.unsupported and k.pattern.split(".", 1)[0] == segments[0]
+        }
+        scored = sorted((typo_distance(key, c), c) for c in candidates if c != key)
+        return scored[0][1] if scored and scored[0][0] <= _MAX_TYPO_EDITS else None
+
+    def misspelled_prefix(self, key: str) -> str | None:
+        """`key` with its first segment respelled as a governed prefix, when `key` sits under none and the
+        respelled key is a known one (`tasks.commit.ms` -> `task.commit.ms`); else None, so a user's own
+        keys (`wordcount.output.stream`) stay theirs."""
+        head, sep, rest = key.partition(".")
+        if not sep or self.governs(key):
+            return None
+        for prefix in self.prefixes:
+            known = prefix.rstrip(".")
+            if typo_distance(head.lower(), known) <= _MAX_TYPO_EDITS:
+                respelled = f"{known}.{rest}"
+                found = self.lookup(respelled)
+                if found is not None and not found[0].unsupported:
+                    return respelled
+        return None
 
     def render(self, describe: Callable[[Key], str] | None = None) -> str:
         """A table of every key for `samsa config keys`."""
         lines = []
-        for k in sorted(self.keys, key=lambda k: k.pattern):
+        for k in sorted((k for k in self.keys if not k.unsupported), key=lambda k: k.pattern):
             default = "" if k.default is None else f" [default: {k.default}]"
             kind = k.type if not k.choices else f"{k.type}: {'|'.join(k.choices)}"
             status = f" (not supported yet: {k.not_yet})" if k.not_yet else ""

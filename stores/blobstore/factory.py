@@ -88,6 +88,7 @@ def blob_store_admin(settings: BlobStoreSettings) -> StateBackendAdmin:
             settings.ttl_days,
             endpoint_url=settings.s3_endpoint_url,
             region=settings.s3_region,
+            max_retry_duration_s=settings.retry_max_duration_ms / 1000,
         )
     return LocalDirAdmin(settings)
 

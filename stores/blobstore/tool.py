@@ -11,8 +11,8 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,6 +32,7 @@ from samsa.stores.blobstore.exceptions import (
 from samsa.stores.blobstore.factory import open_blob_store
 from samsa.stores.blobstore.index import DirIndex, FileIndex, SnapshotIndex
 from samsa.stores.blobstore.local import GcResult, LocalDirBlobStore
+from samsa.stores.blobstore.requests import check_blob_id
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import ChangelogMarkerError
@@ -39,6 +40,18 @@ from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
+
+Reread = Callable[[], Mapping[str, AnyCheckpoint]]
+"""Reads every task's last checkpoint again. A running job's next commit deletes the snapshot the previous
+checkpoint names, so a tool that finds a snapshot gone asks whether the checkpoint has moved on."""
+
+# How many times a tool follows a running job's checkpoint to its newer snapshot before it reports the gone
+# one: each commit (task.commit.ms) replaces the last, so a tool slower than that would chase for ever.
+MAX_SNAPSHOT_RETRIES = 5
+_CHASED = (
+    f"the job's checkpoint moved on {MAX_SNAPSHOT_RETRIES} times while this ran, each commit deleting the "
+    "snapshot before; run it again, or with the job stopped"
+)
 
 
 @contextmanager
@@ -101,6 +114,27 @@ def find_snapshot(
     return refs[store]
 
 
+def moved_on(ref: SnapshotRef, reread: Reread | None) -> SnapshotRef | None:
+    """The snapshot of `ref`'s task and store the last checkpoint names now, when that is another one."""
+    if reread is None:
+        return None
+    checkpoint = reread().get(ref.task)
+    if not isinstance(checkpoint, CheckpointV2):
+        return None
+    blob_id = checkpoint.state_markers.get(BLOBSTORE, {}).get(ref.store)
+    if blob_id is None or blob_id == ref.index_blob_id:
+        return None
+    log.info(
+        "task %s store %s: snapshot %s is gone and the checkpoint moved on to %s (a commit of the running "
+        "job): reading that one",
+        ref.task,
+        ref.store,
+        ref.index_blob_id,
+        blob_id,
+    )
+    return SnapshotRef(ref.task, ref.store, str(checkpoint.checkpoint_id), blob_id)
+
+
 def read_index_bytes(store: BlobStoreManager, blob_id: str, base: BlobMetadata) -> bytes:
     """The raw bytes of a snapshot index blob (`BlobDeletedError` when it is gone)."""
     sink = _Capture()
@@ -139,11 +173,14 @@ def list_state(
     job_name: str,
     job_id: str,
     changelogs: Mapping[str, SystemStream] | None = None,
+    reread: Reread | None = None,
 ) -> list[StateRow]:
     """A row per store with a state marker in each task's last checkpoint, in the order of `tasks`.
 
     A store with a blob-store marker shows its snapshot index (read from `store`); one with a changelog
     marker only shows that. `changelogs` (store -> changelog stream) names the stores of V1 checkpoints.
+    A task whose snapshot index is gone while `reread` shows its checkpoint moved on (a running job's
+    commit deleted it) is listed from the newer checkpoint.
     """
     rows: list[StateRow] = []
     for task in tasks:
@@ -151,13 +188,32 @@ def list_state(
         if checkpoint is None:
             rows.append(StateRow(task, note="no checkpoint yet"))
             continue
-        found = (
-            _v2_rows(task, checkpoint, store, job_name, job_id)
-            if isinstance(checkpoint, CheckpointV2)
-            else _v1_rows(task, checkpoint.changelog_offsets, changelogs or {})
-        )
+        for attempt in range(MAX_SNAPSHOT_RETRIES + 1):
+            found = _task_rows(task, checkpoint, store, job_name, job_id, changelogs or {})
+            if reread is None or not any(r.note.startswith(_MISSING_INDEX) for r in found):
+                break
+            newer = reread().get(task)
+            if newer is None or newer == checkpoint:
+                break  # the checkpoint still names the gone index
+            if attempt == MAX_SNAPSHOT_RETRIES:
+                found = [replace(r, note=f"{r.note} ({_CHASED})") if r.note else r for r in found]
+                break
+            checkpoint = newer
         rows += found or [StateRow(task, note="checkpoint without state markers (no durable store)")]
     return rows
+
+
+def _task_rows(
+    task: str,
+    checkpoint: AnyCheckpoint,
+    store: BlobStoreManager | None,
+    job_name: str,
+    job_id: str,
+    changelogs: Mapping[str, SystemStream],
+) -> list[StateRow]:
+    if isinstance(checkpoint, CheckpointV2):
+        return _v2_rows(task, checkpoint, store, job_name, job_id)
+    return _v1_rows(task, checkpoint.changelog_offsets, changelogs)
 
 
 def _v2_rows(
@@ -183,11 +239,14 @@ def _snapshot_row(ref: SnapshotRef, store: BlobStoreManager | None, job_name: st
     try:
         index = read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
     except BlobDeletedError:
-        return replace(row, note="MISSING: the snapshot index is not in the blob store")
+        return replace(row, note=_MISSING_INDEX)
     except BlobStoreError as e:
         return replace(row, note=f"UNREADABLE: {e}")
     files, size = index.dir_index.stats()
     return replace(row, files=files, bytes=size, created_ms=index.creation_time_ms)
+
+
+_MISSING_INDEX = "MISSING: the snapshot index is not in the blob store"
 
 
 def _changelog_text(marker: str, store: str) -> str:
@@ -254,6 +313,20 @@ def format_time(epoch_ms: int) -> str:
 
 
 # -- samsa state show -----------------------------------------------------------------------------------
+
+
+def read_named_index(store: BlobStoreManager, blob_id: str, base: BlobMetadata) -> bytes:
+    """The bytes of the snapshot index a user named (`BlobDeletedError` when it is gone); an id the blob
+    store could never have made (a typo) is said not to exist, not to be corrupt."""
+    try:
+        check_blob_id(blob_id)
+    except BlobStoreError:
+        raise BlobStoreError(
+            f"snapshot index {blob_id!r} does not exist: index ids look like "
+            "<job.name>-<job.id>/<task>/<store>/snapshot-index.<32 hex digits>; `samsa state ls` lists "
+            "those of the last checkpoints"
+        ) from None
+    return read_index_bytes(store, blob_id, base)
 
 
 def index_json(data: bytes, blob_id: str) -> str:
@@ -325,6 +398,8 @@ class DownloadResult:
     files: int
     bytes: int
     seconds: float
+    #: The snapshot downloaded: a newer one than asked for when a running job's commit replaced that.
+    snapshot: SnapshotRef
 
 
 def download_snapshot(
@@ -334,15 +409,46 @@ def download_snapshot(
     job_name: str,
     job_id: str,
     stop: threading.Event | None = None,
+    reread: Reread | None = None,
 ) -> DownloadResult:
     """Restores the snapshot `ref` into `target` (missing or an empty dir), every file CRC-verified.
 
-    On a failure the partial download is deleted (and `target` too when this created it).
+    A snapshot found gone while `reread` shows the checkpoint moved on (a running job's commit deleted it)
+    is replaced by the newer one. On a failure the partial download is deleted (and `target` too when this
+    created it).
     """
     if target.is_symlink() or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
         raise BlobStoreError(f"--to {target}: it exists and is not an empty dir; name a new dir")
     created = not target.exists()
     started = time.monotonic()
+    for attempt in range(MAX_SNAPSHOT_RETRIES + 1):
+        try:
+            files, size = _download(transfer, ref, target, job_name, job_id, stop)
+            return DownloadResult(files, size, time.monotonic() - started, ref)
+        except BlobDeletedError as e:
+            newer = moved_on(ref, reread)
+            if newer is None or attempt == MAX_SNAPSHOT_RETRIES:
+                _empty(target, remove=created)
+                if newer is None:
+                    raise  # the checkpoint still names the gone snapshot
+                raise BlobStoreError(f"task {ref.task} store {ref.store}: {_CHASED}") from e
+            _empty(target, remove=False)
+            ref = newer
+        except BaseException:
+            _empty(target, remove=created)
+            raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _download(
+    transfer: BlobTransfer,
+    ref: SnapshotRef,
+    target: Path,
+    job_name: str,
+    job_id: str,
+    stop: threading.Event | None,
+) -> tuple[int, int]:
+    """(files, bytes) of the snapshot `ref` restored into `target`."""
     base = ref.base(job_name, job_id)
     index = transfer.get_index(ref.index_blob_id, base)
     done = [0, 0]
@@ -351,12 +457,8 @@ def download_snapshot(
         done[0] += size
         done[1] += files
 
-    try:
-        transfer.restore_dir(index.dir_index, target, base, stop, advance)
-    except BaseException:
-        _empty(target, remove=created)
-        raise
-    return DownloadResult(done[1], done[0], time.monotonic() - started)
+    transfer.restore_dir(index.dir_index, target, base, stop, advance)
+    return done[1], done[0]
 
 
 def _empty(target: Path, remove: bool) -> None:
@@ -384,6 +486,8 @@ class Problem:
     file: str
     blob_id: str
     detail: str
+    #: The blob is gone (not corrupt or unreadable): a running job's commit may have deleted it.
+    missing: bool = False
 
     def line(self) -> str:
         return f"task {self.task} store {self.store} file {self.file} blob {self.blob_id}: {self.detail}"
@@ -401,6 +505,13 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def add(self, other: VerifyReport) -> None:
+        self.snapshots += other.snapshots
+        self.files += other.files
+        self.blobs += other.blobs
+        self.bytes += other.bytes
+        self.problems += other.problems
+
     def summary(self) -> str:
         verdict = "all match" if self.ok else f"{len(self.problems)} problem(s)"
         return (
@@ -410,43 +521,78 @@ class VerifyReport:
 
 
 def verify_snapshots(
-    store: BlobStoreManager, refs: Sequence[SnapshotRef], job_name: str, job_id: str, parallelism: int = 8
+    store: BlobStoreManager,
+    refs: Sequence[SnapshotRef],
+    job_name: str,
+    job_id: str,
+    parallelism: int = 8,
+    reread: Reread | None = None,
 ) -> VerifyReport:
     """Downloads every blob of every snapshot in `refs` into a CRC32C counter (nothing is written to disk)
     and checks each file's size and CRC32C against its index; a missing or unreadable index is a problem
-    too. Files are checked `parallelism` at a time; the chunks of one file one after the other."""
+    too. Files are checked `parallelism` at a time; the chunks of one file one after the other.
+
+    A snapshot with a missing index or blob while `reread` shows its task's checkpoint moved on (a running
+    job's commit deleted it) is replaced by the newer one; missing is reported only while the checkpoint
+    still names it."""
     report = VerifyReport()
     with ThreadPoolExecutor(max(1, parallelism), "blob-verify") as pool:
-        checks = []
-        for ref in refs:
-            base = ref.base(job_name, job_id)
-            try:
-                index = read_index(store, ref.index_blob_id, base)
-            except BlobDeletedError:
-                report.problems.append(_index_problem(ref, "MISSING snapshot index"))
-                continue
-            except (IndexFormatError, UnsafeIndexError) as e:
-                report.problems.append(_index_problem(ref, f"CORRUPT snapshot index: {e}"))
-                continue
-            except BlobStoreError as e:
-                report.problems.append(_index_problem(ref, f"UNREADABLE snapshot index: {e}"))
-                continue
-            report.snapshots += 1
-            for path, f in present_files(index.dir_index):
-                checks.append(
-                    pool.submit(_verify_file, store, ref, path, f, replace(base, payload_path=path))
-                )
-        for check in checks:
-            blobs, size, problems = check.result()
-            report.files += 1
-            report.blobs += blobs
-            report.bytes += size
-            report.problems += problems
+        started = [(ref, _start_check(store, ref, job_name, job_id, pool)) for ref in refs]
+        for ref, files in started:
+            for attempt in range(MAX_SNAPSHOT_RETRIES + 1):
+                part = _finish_check(files)
+                if not any(p.missing for p in part.problems):
+                    break
+                newer = moved_on(ref, reread)
+                if newer is None:
+                    break  # the checkpoint still names the missing blobs
+                if attempt == MAX_SNAPSHOT_RETRIES:
+                    part.problems = [replace(p, detail=f"{p.detail} ({_CHASED})") for p in part.problems]
+                    break
+                ref = newer
+                files = _start_check(store, ref, job_name, job_id, pool)
+            report.add(part)
     return report
 
 
-def _index_problem(ref: SnapshotRef, detail: str) -> Problem:
-    return Problem(ref.task, ref.store, SNAPSHOT_INDEX_PATH, ref.index_blob_id, detail)
+_FileCheck = Future[tuple[int, int, list[Problem]]]
+
+
+def _start_check(
+    store: BlobStoreManager, ref: SnapshotRef, job_name: str, job_id: str, pool: ThreadPoolExecutor
+) -> Problem | list[_FileCheck]:
+    """Reads the snapshot's index and starts the checks of its files on `pool`; or the index's problem."""
+    base = ref.base(job_name, job_id)
+    try:
+        index = read_index(store, ref.index_blob_id, base)
+    except BlobDeletedError:
+        return _index_problem(ref, "MISSING snapshot index", missing=True)
+    except (IndexFormatError, UnsafeIndexError) as e:
+        return _index_problem(ref, f"CORRUPT snapshot index: {e}")
+    except BlobStoreError as e:
+        return _index_problem(ref, f"UNREADABLE snapshot index: {e}")
+    return [
+        pool.submit(_verify_file, store, ref, path, f, replace(base, payload_path=path))
+        for path, f in present_files(index.dir_index)
+    ]
+
+
+def _finish_check(started: Problem | list[_FileCheck]) -> VerifyReport:
+    """One snapshot's report, once the checks `_start_check` started are done."""
+    if isinstance(started, Problem):
+        return VerifyReport(problems=[started])
+    report = VerifyReport(snapshots=1)
+    for check in started:
+        blobs, size, problems = check.result()
+        report.files += 1
+        report.blobs += blobs
+        report.bytes += size
+        report.problems += problems
+    return report
+
+
+def _index_problem(ref: SnapshotRef, detail: str, missing: bool = False) -> Problem:
+    return Problem(ref.task, ref.store, SNAPSHOT_INDEX_PATH, ref.index_blob_id, detail, missing)
 
 
 def _verify_file(
@@ -464,7 +610,7 @@ def _verify_file(
         try:
             store.get(blob.blob_id, counter.open, replace(base, payload_size=expected)).result()
         except BlobDeletedError:
-            problems.append(Problem(ref.task, ref.store, path, blob.blob_id, "MISSING"))
+            problems.append(Problem(ref.task, ref.store, path, blob.blob_id, "MISSING", missing=True))
             whole = False
             continue
         except BlobStoreError as e:
@@ -591,20 +737,41 @@ class GcReport:
 
 
 def referenced_blobs(
-    store: BlobStoreManager, refs: Sequence[SnapshotRef], job_name: str, job_id: str
+    store: BlobStoreManager,
+    refs: Sequence[SnapshotRef],
+    job_name: str,
+    job_id: str,
+    reread: Reread | None = None,
 ) -> tuple[set[str], list[SnapshotRef]]:
-    """(every blob the snapshots of `refs` use, index blobs included; the refs whose index is unreadable)."""
+    """(every blob the snapshots of `refs` use, index blobs included; the refs whose index is unreadable).
+
+    An index found gone while `reread` shows the checkpoint moved on is replaced by the newer one."""
     used: set[str] = set()
     unreadable = []
     for ref in refs:
         try:
-            index = read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
+            current, index = _current_index(store, ref, job_name, job_id, reread)
         except BlobStoreError:
             unreadable.append(ref)
             continue
-        used.add(ref.index_blob_id)
+        used.add(current.index_blob_id)
         used.update(index.dir_index.present_blobs())
     return used, unreadable
+
+
+def _current_index(
+    store: BlobStoreManager, ref: SnapshotRef, job_name: str, job_id: str, reread: Reread | None
+) -> tuple[SnapshotRef, SnapshotIndex]:
+    """`ref` and its index, or the snapshot the checkpoint moved on to and its index when `ref`'s is gone."""
+    for attempt in range(MAX_SNAPSHOT_RETRIES + 1):
+        try:
+            return ref, read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
+        except BlobDeletedError:
+            newer = moved_on(ref, reread) if attempt < MAX_SNAPSHOT_RETRIES else None
+            if newer is None:
+                raise
+            ref = newer
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def gc_local(

@@ -14,7 +14,7 @@ from samsa.cli import main
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
-from samsa.runtime.coordinator import client_config
+from samsa.runtime.coordinator import JobCoordinator, client_config, coordinator_topic
 from samsa.streams import SystemStreamPartition
 
 
@@ -102,6 +102,7 @@ def test_run_with_bad_config_exits_naming_the_key(job_config, topics, tmp_path, 
 
 def test_reset_of_an_unknown_task_is_named(job_config, topics, tmp_path, caplog):
     config = job_config(f"kafka.{topics(2)}", topics(1))
+    JobCoordinator(JobConfig(Config(config))).create_resources()  # as a job's first start would
     assert (
         main(
             [
@@ -194,3 +195,20 @@ def test_show_and_reset_follow_the_configured_checkpoint_versions(
     reader = checkpoint_manager(job)
     assert reader.read_last([2, 1])["Partition 0"] == CheckpointV2(cp_id, {ssp: 6}, markers)
     assert reader.read_last([1])["Partition 0"] == Checkpoint({ssp: 6})
+
+
+def test_show_and_reset_of_a_job_that_never_ran_say_so_and_create_nothing(
+    job_config, topics, kafka_admin, tmp_path, caplog
+):
+    config = job_config(f"kafka.{topics(1)}", "unused")
+    job = JobConfig(Config(config))
+    internal = [checkpoint_topic(job.name, job.id), coordinator_topic(job)]
+    job_file = str(_write(tmp_path, config))
+
+    assert main(["checkpoint", "show", job_file]) == 2
+    assert f"job {job.name} (id 1) has no checkpoints: topic {internal[0]} does not exist" in caplog.text
+    assert "check job.name and job.id" in caplog.text and "UNKNOWN_PARTITION" not in caplog.text
+    caplog.clear()
+    assert main(["checkpoint", "reset", "--to", "earliest", job_file]) == 2
+    assert "has no checkpoints" in caplog.text and "nothing to reset" in caplog.text
+    assert kafka_admin.partition_counts(internal) == dict.fromkeys(internal), "reset created no topics"

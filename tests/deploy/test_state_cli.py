@@ -117,3 +117,37 @@ def test_show_names_a_missing_index_or_blob_store_dir_in_one_line(tmp_path, capl
     assert main(["state", "show", job, missing]) == 2
     assert f"blob {missing!r} does not exist in the blob store" in caplog.text
     assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1
+    caplog.clear()
+    assert main(["state", "show", job, "offline-1/Partition_0/counts/snapshot-indx"]) == 2
+    assert "snapshot index 'offline-1/Partition_0/counts/snapshot-indx' does not exist" in caplog.text
+    assert "corrupt" not in caplog.text
+
+
+def test_state_and_blobstore_commands_on_a_job_that_never_ran_say_so(job_config, topics, tmp_path, caplog):
+    from samsa.cli import main
+
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    config = count_job(
+        job_config,
+        topics(1),
+        "unused",
+        **{"stores.counts.backup.factories": "blobstore", "blobstore.local.dir": str(blobs)},
+    )
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    download = [
+        "state",
+        "download",
+        "--task",
+        "Partition 0",
+        "--store",
+        "counts",
+        "--to",
+        str(tmp_path / "o"),
+    ]
+    for command in (["state", "ls"], download, ["blobstore", "verify"], ["blobstore", "gc"]):
+        caplog.clear()
+        assert main([*command, str(job_file)]) == 2, command
+        assert f"job {config['job.name']} (id 1) has no checkpoints" in caplog.text, command
+        assert "check job.name and job.id" in caplog.text and "UNKNOWN_PARTITION" not in caplog.text

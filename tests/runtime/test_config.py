@@ -76,6 +76,40 @@ def test_properties_continuation_on_the_last_line_keeps_the_key() -> None:
     }
 
 
+def test_properties_java_escapes_in_keys_and_values() -> None:
+    text = (
+        "greeting = hello\\u0020world\\u0021\n"
+        "path\\:with\\=seps = a\\:b\\=c\n"
+        "tabbed = a\\tb\n"
+        "windows = C:\\\\dir\\\\file\n"
+        "kept.blank = x\\ \n"
+        "plain\\ key = v\n"
+        "even = ends in a backslash\\\\\n"
+        "next = not a continuation\n"
+    )
+    assert parse_properties(text) == {
+        "greeting": "hello world!",
+        "path:with=seps": "a:b=c",
+        "tabbed": "a\tb",
+        "windows": "C:\\dir\\file",
+        "kept.blank": "x ",
+        "plain key": "v",
+        "even": "ends in a backslash\\",
+        "next": "not a continuation",
+    }
+
+
+def test_properties_whitespace_separates_key_and_value() -> None:
+    text = "job.name wordcount\ntask.inputs\tkafka.a,kafka.b\njob.id   :  7\nflag\n  a  b = c \n"
+    assert parse_properties(text) == {
+        "job.name": "wordcount",
+        "task.inputs": "kafka.a,kafka.b",
+        "job.id": "7",
+        "flag": "",
+        "a": "b = c",
+    }
+
+
 def test_properties_later_duplicate_wins() -> None:
     assert parse_properties("a=1\na=2\n") == {"a": "2"}
 
@@ -83,7 +117,7 @@ def test_properties_later_duplicate_wins() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("job.name=wc\n# ok\njust some words\n", 3, "just some words"),
+        ("job.name=wc\n# ok\nsep = \\u00zz\n", 3, "\\u00zz"),
         ("=value\n", 1, "=value"),
         ("job.name=wc\n: value\n", 2, ": value"),
     ],
@@ -97,7 +131,7 @@ def test_properties_malformed_line_names_file_and_line(text: str, line: int, fra
 
 def test_properties_file_error_names_the_path(tmp_path: Path) -> None:
     path = tmp_path / "job.properties"
-    path.write_text("job.name=wc\nbroken line\n")
+    path.write_text("job.name=wc\nbroken = \\u12\n")
     with pytest.raises(ConfigError, match=rf"{path}:2:"):
         load_raw(path)
 
@@ -269,6 +303,71 @@ def test_unknown_key_far_from_any_points_to_config_keys() -> None:
     message = config_error({"task.zzzzzzzzzzzzzzzzzzzz": "1"})
     assert "task.zzzzzzzzzzzzzzzzzzzz" in message
     assert "samsa config keys" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "wrong"),
+    [
+        ("task.checkpoint.factory", "stores.checkpoint.factory"),
+        ("task.checkpoint.replication.factor", "stores.checkpoint.changelog.replication.factor"),
+        ("stores.sums.rocksdb.ttl.ms", "stores.sums.rocksdb.compression"),
+        ("systems.kafka.samza.fetch.threshold", "systems.kafka.samza.factory"),
+        ("systems.kafka.streams.page.views.samza.priority", "samza.bootstrap'"),
+        ("task.drop.deserialization.errors", "task.deserialization.error.policy'"),
+    ],
+)
+def test_samza_keys_samsa_lacks_are_named_as_such_not_corrected(key: str, wrong: str) -> None:
+    message = config_error({key: "1"})
+    assert message.startswith(f"{key} is a Samza key not supported by Samsa: ")
+    assert "did you mean" not in message and wrong not in message
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "task.counts.factory",  # a `stores.<s>.factory` with the store 'counts', but a task. key
+        "task.checkpoint.retention",
+        "systems.kafka.samza.fetch.size",
+        "stores.sums.rocksdb.ttl",
+        "task.opts.extra",
+    ],
+)
+def test_a_suggestion_keeps_the_keys_first_segment_and_is_only_a_typo_away(key: str) -> None:
+    message = config_error({key: "1"})
+    assert "did you mean" not in message, message
+    assert "samsa config keys" in message
+
+
+def test_samza_keys_samsa_lacks_are_not_listed_as_keys(
+    config_keys_output: dict[str, tuple[str, str]],
+) -> None:
+    assert "task.checkpoint.factory" not in config_keys_output
+    assert "stores.<s>.rocksdb.ttl.ms" not in config_keys_output
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("store.sums.key.serde", "stores.sums.key.serde"),
+        ("tasks.commit.ms", "task.commit.ms"),
+        (
+            "system.kafka.streams.words.samza.offset.default",
+            "systems.kafka.streams.words.samza.offset.default",
+        ),
+        ("serializer.registry.mine.class", "serializers.registry.mine.class"),
+        ("Job.name", "job.name"),
+    ],
+)
+def test_a_misspelled_samsa_prefix_is_an_error_with_the_key_meant(key: str, meant: str) -> None:
+    message = config_error({key: "oldest"})
+    assert repr(key) in message and f"did you mean {meant!r}" in message
+
+
+@pytest.mark.parametrize(
+    "key", ["wordcount.output.stream", "sum.output.stream", "tasks.mine", "store.url", "jobs.commit.owner"]
+)
+def test_user_keys_near_a_samsa_prefix_but_no_known_key_are_kept(key: str) -> None:
+    assert Config({key: "x"})[key] == "x"
 
 
 @pytest.mark.parametrize("key", ["app.threshold", "test.output", "jobs.x", "mytask.stores.x", "job"])

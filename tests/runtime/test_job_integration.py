@@ -17,7 +17,7 @@ from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_to
 from samsa.kafka import ProducerDeliveryError, TopicMismatchError, TopicNotFoundError
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.coordinator import client_config
+from samsa.runtime.coordinator import client_config, coordinator_topic
 from samsa.runtime.exceptions import MessageDeserializationError, TaskError
 from samsa.serde.registry import SerdeRegistry
 from samsa.serde.testing import FakeSchemaRegistry
@@ -148,6 +148,17 @@ def test_missing_input_topic_is_named(job_config, run_job):
     config = job_config("kafka.no-such-topic-x1", "unused")
     with pytest.raises(TopicNotFoundError, match="no-such-topic-x1"):
         run_job(config)
+
+
+def test_a_start_failing_on_a_missing_input_leaves_no_internal_topics(
+    job_config, topics, kafka_admin, run_job
+):
+    config = job_config("kafka.no-such-topic-x2", topics(1))
+    with pytest.raises(TopicNotFoundError, match="no-such-topic-x2"):
+        run_job(config)
+    job = JobConfig(Config(config))
+    internal = [checkpoint_topic(job.name, job.id), coordinator_topic(job)]
+    assert kafka_admin.partition_counts(internal) == dict.fromkeys(internal)
 
 
 def test_checkpoint_topic_with_wrong_partition_count_is_named(job_config, topics, kafka_admin, run_job):

@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,12 +23,14 @@ from typing import Any, BinaryIO
 import pytest
 from blob_ledger import LedgerBlobStore
 from faulty_proxy import FaultyProxy
-from moto_server import plain_client
+from moto_server import FAKE_ENVIRONMENT, plain_client
 
 from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata
 from samsa.stores.blobstore.exceptions import BlobDeletedError, BlobStoreError, RetriableBlobError
+from samsa.stores.blobstore.factory import blob_store_admin
 from samsa.stores.blobstore.local import SIDECAR_SUFFIX, LocalDirBlobStore
 from samsa.stores.blobstore.s3 import TTL_TAG_KEY, S3BlobStore, S3BlobStoreAdmin
+from samsa.stores.blobstore.settings import BlobStoreSettings
 
 TTL_S = 3600.0
 THREAD_PREFIX = "blobio"
@@ -626,3 +629,24 @@ def test_a_container_without_s3_does_not_load_boto3() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_admin_of_a_jobs_blob_store_gives_up_after_the_configured_retry_duration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing listens on port 9 (discard): every request fails retriably. The default is 15 minutes.
+    for name, value in FAKE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    settings = BlobStoreSettings(
+        "job",
+        "1",
+        tmp_path,
+        s3_bucket="samsa-unreachable",
+        s3_endpoint_url="http://127.0.0.1:9",
+        s3_region="us-east-1",
+        retry_max_duration_ms=300,
+    )
+    started = time.monotonic()
+    with pytest.raises(BlobStoreError, match="still failed when its retry time ran out"):
+        blob_store_admin(settings).create_resources()
+    assert time.monotonic() - started < 30

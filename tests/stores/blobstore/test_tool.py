@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from samsa.stores.blobstore.exceptions import BlobStoreError
 from samsa.stores.blobstore.index import ROOT_DIR_NAME, DirIndex, SnapshotIndex, SnapshotMetadata
 from samsa.stores.blobstore.local import LocalDirBlobStore
 from samsa.stores.blobstore.tool import (
+    MAX_SNAPSHOT_RETRIES,
     SnapshotRef,
     blob_snapshots,
     download_snapshot,
@@ -29,7 +31,9 @@ from samsa.stores.blobstore.tool import (
     list_state,
     read_index,
     read_index_bytes,
+    read_named_index,
     referenced_blobs,
+    removed_files,
     render_index,
     render_state,
     verify_snapshots,
@@ -368,3 +372,150 @@ def test_gc_makes_expired_blobs_of_the_last_checkpoints_permanent(store, transfe
     assert report.result.blobs_deleted == 0 and set(report.kept) == used
     assert all(b.expires_at is None for b in store.list_blobs())
     assert verify_snapshots(store, refs, JOB, JOB_ID).ok
+
+
+def test_show_says_a_mistyped_index_id_does_not_exist(store):
+    base = BlobMetadata("", -1, JOB, JOB_ID, "", "")
+    with pytest.raises(BlobStoreError, match="does not exist") as info:
+        read_named_index(store, f"{JOB}-{JOB_ID}/Partition_0/counts/snapshot-indx", base)
+    assert "corrupt" not in str(info.value) and "samsa state ls" in str(info.value)
+
+
+# -- a running job: the next commit deletes the snapshot a tool is reading ---------------------------------
+
+
+class LiveJob:
+    """Task `Partition 0` of a running job, with a committed snapshot of `counts` and the next one uploaded;
+    `commit()` does what the commit's async phase does after the upload: the checkpoint moves on to the
+    new snapshot, then cleanup deletes the old index and the blobs of the files the new one removed."""
+
+    def __init__(self, tmp_path: Path, transfer: BlobTransfer, store: LocalDirBlobStore) -> None:
+        self.src = _store_dir(tmp_path / "live", 21)
+        self.old_id, self.old = _snapshot(transfer, self.src, "Partition 0", "counts", "1-1")
+        (self.src / "OPTIONS-000003").unlink()
+        (self.src / "000009.sst").write_bytes(b"a newer sst")
+        self.new_id, self.new = _snapshot(
+            transfer, self.src, "Partition 0", "counts", "2-2", previous=(self.old_id, self.old)
+        )
+        self.checkpoint: dict[str, AnyCheckpoint] = {"Partition 0": _checkpoint(counts=self.old_id)}
+        self.rereads = 0
+        self._store = store
+
+    def commit(self) -> None:
+        self.checkpoint = {"Partition 0": _checkpoint(counts=self.new_id)}
+        gone = [self.old_id] + [b.blob_id for _, f in removed_files(self.new.dir_index) for b in f.blobs]
+        for blob_id in gone:
+            (self._store.root / blob_id).unlink()
+
+    def reread(self) -> Mapping[str, AnyCheckpoint]:
+        self.rereads += 1
+        return dict(self.checkpoint)
+
+    def options_blob(self) -> str:
+        (blob_id,) = _blob_of(self.old, "OPTIONS-000003")
+        return blob_id
+
+
+class CommitDuringRead:
+    """The blob store as the tool sees it while the job runs: the first read of `blob_id` comes just after
+    the job's next commit (checkpoint read by the tool before, blob read after)."""
+
+    def __init__(self, inner: LocalDirBlobStore, blob_id: str, job: LiveJob) -> None:
+        self.inner, self.blob_id, self.job, self.committed = inner, blob_id, job, False
+
+    def get(self, blob_id, sink, metadata):
+        if blob_id == self.blob_id and not self.committed:
+            self.committed = True
+            self.job.commit()
+        return self.inner.get(blob_id, sink, metadata)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def live(tmp_path, transfer, store) -> LiveJob:
+    return LiveJob(tmp_path, transfer, store)
+
+
+@pytest.mark.parametrize("deleted", ["index", "blob"])
+def test_verify_follows_a_running_jobs_checkpoint_past_a_deleted_snapshot(store, live, deleted):
+    blob_id = live.old_id if deleted == "index" else live.options_blob()
+    refs = blob_snapshots(TASKS, live.checkpoint)
+    report = verify_snapshots(CommitDuringRead(store, blob_id, live), refs, JOB, JOB_ID, reread=live.reread)
+    assert report.ok, [p.line() for p in report.problems]
+    assert (report.snapshots, report.files) == (1, 5), "the new snapshot's five files, once each"
+    assert live.rereads == 1
+
+
+def test_verify_without_a_checkpoint_reader_reports_what_the_commit_deleted(store, live):
+    refs = blob_snapshots(TASKS, live.checkpoint)
+    report = verify_snapshots(CommitDuringRead(store, live.old_id, live), refs, JOB, JOB_ID)
+    assert [p.detail for p in report.problems] == ["MISSING snapshot index"]
+
+
+def test_verify_reports_a_missing_index_the_checkpoint_still_names(store, live):
+    (store.root / live.old_id).unlink()
+    report = verify_snapshots(store, blob_snapshots(TASKS, live.checkpoint), JOB, JOB_ID, reread=live.reread)
+    assert [(p.blob_id, p.detail) for p in report.problems] == [(live.old_id, "MISSING snapshot index")]
+    assert live.rereads == 1
+
+
+def test_verify_chases_a_moving_checkpoint_a_bounded_number_of_times(store, live):
+    (store.root / live.old_id).unlink()
+    rereads = []
+
+    def always_newer() -> Mapping[str, AnyCheckpoint]:
+        gone = f"{JOB}-{JOB_ID}/Partition_0/counts/snapshot-index.{uuid.uuid4().hex}"
+        rereads.append(gone)
+        return {"Partition 0": _checkpoint(counts=gone)}
+
+    report = verify_snapshots(store, blob_snapshots(TASKS, live.checkpoint), JOB, JOB_ID, reread=always_newer)
+    assert len(rereads) == MAX_SNAPSHOT_RETRIES + 1
+    (problem,) = report.problems
+    assert problem.detail.startswith("MISSING snapshot index") and "moved on" in problem.detail
+    assert "run it again" in problem.detail
+
+
+@pytest.mark.parametrize("deleted", ["index", "blob"])
+def test_download_follows_a_running_jobs_checkpoint_past_a_deleted_snapshot(store, live, tmp_path, deleted):
+    blob_id = live.old_id if deleted == "index" else live.options_blob()
+    transfer = BlobTransfer(CommitDuringRead(store, blob_id, live), CHUNK)
+    ref = find_snapshot(TASKS, live.checkpoint, "Partition 0", "counts")
+    target = tmp_path / "out"
+    result = download_snapshot(transfer, ref, target, JOB, JOB_ID, reread=live.reread)
+    assert result.snapshot.index_blob_id == live.new_id
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(live.src)) for p in live.src.rglob("*") if p.is_file())
+    assert "OPTIONS-000003" not in files, "nothing of the gone snapshot is left behind"
+    for name in files:
+        assert (target / name).read_bytes() == (live.src / name).read_bytes()
+
+
+def test_download_of_a_snapshot_the_checkpoint_still_names_fails_and_leaves_nothing(store, live, tmp_path):
+    (store.root / live.old_id).unlink()
+    ref = find_snapshot(TASKS, live.checkpoint, "Partition 0", "counts")
+    target = tmp_path / "out"
+    with pytest.raises(BlobStoreError, match="does not exist"):
+        download_snapshot(BlobTransfer(store, CHUNK), ref, target, JOB, JOB_ID, reread=live.reread)
+    assert not target.exists() and live.rereads == 1
+
+
+def test_list_state_follows_a_running_jobs_checkpoint_past_a_deleted_index(store, live):
+    rows = list_state(
+        ["Partition 0"],
+        live.checkpoint,
+        CommitDuringRead(store, live.old_id, live),
+        JOB,
+        JOB_ID,
+        reread=live.reread,
+    )
+    assert [(r.marker, r.note, r.files) for r in rows] == [(live.new_id, "", 5)]
+
+
+def test_gc_keeps_the_blobs_of_the_snapshot_a_running_job_moved_on_to(store, live):
+    refs = blob_snapshots(TASKS, live.checkpoint)
+    wrapped = CommitDuringRead(store, live.old_id, live)
+    used, unreadable = referenced_blobs(wrapped, refs, JOB, JOB_ID, reread=live.reread)
+    assert not unreadable
+    assert used == {live.new_id, *live.new.dir_index.present_blobs()}
