@@ -28,5 +28,11 @@ def samsa_runner(tmp_path: Path) -> Iterator[Callable[[type | str], TestRunner]]
         return runner
 
     yield make
-    for runner in made:
-        runner.close()
+    errors: list[BaseException] = []
+    for runner in made:  # every runner is closed, whichever fails to close
+        try:
+            runner.close()
+        except BaseException as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]

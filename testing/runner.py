@@ -29,20 +29,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from samsa.exactly_once.changelog import ChangelogReader
+from samsa.exactly_once.protocol import Marker, RestoreCommand, classify_message
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer, RawMessage
-from samsa.kafka.inmemory import forget
+from samsa.kafka.inmemory import auto_create_topics, broker, forget
+from samsa.kafka.message import Headers
 from samsa.kafka.partitioner import partition_for
 from samsa.runtime.classpath import register_object
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
+from samsa.runtime.config.loader import load_raw
 from samsa.runtime.container import Container, ContainerHooks
 from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
 from samsa.runtime.run_loop import RunLoop
-from samsa.runtime.state import changelogs
+from samsa.runtime.state import changelog_partition, changelogs
 from samsa.serde.base import Serde
 from samsa.serde.registry import SerdeRegistry
-from samsa.stores.factory import StoreSpec, store_specs
+from samsa.stores.factory import store_specs
 from samsa.streams import SystemStream
 from samsa.testing.exceptions import TestRunnerError
 
@@ -103,10 +107,13 @@ class _Input:
 class _StoreInit:
     name: str
     initial: dict[Any, Any] = field(default_factory=dict)
+    #: Input partition -> entries of the task reading it.
+    by_partition: dict[int, dict[Any, Any]] = field(default_factory=dict)
 
 
 class TestResult:
-    """What a run left: the output streams' messages and the stores' contents."""
+    """What the job did so far: the output streams' messages and the stores' contents. A view of the
+    runner, not a copy: read after a later run() it shows that run's work too."""
 
     __test__ = False  # not a pytest test class
 
@@ -130,8 +137,14 @@ class TestResult:
         return out
 
     def store(self, name: str) -> dict[Any, Any]:
-        """The store's contents over all tasks after the run (read from its changelog)."""
+        """The store's contents over all tasks (a key two tasks hold is an error: see `store_by_task`).
+        Read from the running tasks' stores; once the containers stopped (closed, restarted, failed, shut
+        down), from the store's changelog. JSON list keys come back as tuples."""
         return self._runner.read_store(name)
+
+    def store_by_task(self, name: str) -> dict[str, dict[Any, Any]]:
+        """Task name ("Partition 0", ...) -> that task's entries of the store."""
+        return self._runner.read_store_by_task(name)
 
 
 class TestRunner:
@@ -145,21 +158,30 @@ class TestRunner:
         self._config: dict[str, str] = {}
         self._inputs: list[_Input] = []
         self._outputs: dict[str, int] = {}
+        #: Stream -> its partition count, as the test's first add_input or add_output of it gave it.
+        self._partitions: dict[str, int] = {}
         self._stores: dict[str, _StoreInit] = {}
         self._namespace = f"testrunner-{uuid.uuid4().hex[:12]}"
         self._own_dir = state_dir is None
         self._state_dir = state_dir or Path(tempfile.mkdtemp(prefix="samsa-testrunner-"))
-        self._prepared = False
         self._job: JobConfig | None = None
         self._model: JobModel | None = None
         self._fed: set[int] = set()  # inputs already produced (a restart feeds only new ones)
+        self._seeded = False  # add_store's initial contents are in the stores (at the first start)
         self._clock = ManualClock()
         self._containers: dict[str, Container] = {}
+        #: Why the job cannot go on without a restart(): a run failed, or its tasks shut it down.
+        self._failure: BaseException | None = None
+        self._shut_down = False
+        self._closed = False
         # A runner dropped without close() (`result = TestRunner.of(...).run()`) still releases its stores.
         self._finalizer = weakref.finalize(self, _release, self._containers, self._state_dir, self._own_dir)
         # Its in-memory system goes once neither the runner nor a result of it is left (results read from
         # it, after close() too): else every runner of a test session would keep all its records.
         weakref.finalize(self, forget, self._bootstrap)
+        # Like a Kafka broker's default (auto.create.topics.enable), a stream the task sends to without
+        # the test declaring it is made with one partition: a result names the streams the job wrote.
+        auto_create_topics(self._bootstrap, partitions=1)
 
     # -- building the test -------------------------------------------------------------------------
     @classmethod
@@ -168,9 +190,11 @@ class TestRunner:
         path = task if isinstance(task, str) else register_object(task)
         return cls(path, state_dir)
 
-    def with_config(self, config: Mapping[str, Any]) -> TestRunner:
-        """Job config keys (a job.yaml's); every system becomes an in-memory one."""
-        self._config.update({str(k): str(v) for k, v in config.items()})
+    def with_config(self, config: Mapping[str, Any] | str | Path) -> TestRunner:
+        """Job config keys, as a dict (nested or flat; values as a job.yaml's) or a job.yaml or .properties
+        file; every system becomes an in-memory one. Before the first run()."""
+        self._before_first_run("with_config()")
+        self._config.update(load_raw(config))
         return self
 
     def add_input(
@@ -179,40 +203,92 @@ class TestRunner:
         messages: Iterable[Any] | Mapping[int, Iterable[Any]],
         partitions: int | None = None,
     ) -> TestRunner:
-        """Messages of an input stream. A list or generator of items: an item is a `Message`, a (key, value)
-        tuple, or a bare value that is also its key (so equal items share a partition, as on a keyed
-        topic). A dict partition -> items puts them there."""
+        """Messages of an input stream. A list or generator of items (read now): an item is a `Message`, a
+        (key, value) tuple, or a bare value that is also its key (so equal items share a partition, as on a
+        keyed topic). A dict partition -> items puts them there. `partitions` is the stream's partition
+        count: given at its first add_input (default: 1, or the dict's highest partition + 1), later ones
+        may leave it out. Between runs too: the next run() processes what was added."""
+        self._usable("add_input()")
         if isinstance(messages, Mapping):
-            count = partitions or max(messages, default=0) + 1
             batch = [(item, p) for p, items in sorted(messages.items()) for item in items]
+            wanted = partitions or self._partitions.get(stream) or max(messages, default=0) + 1
         else:
-            count = partitions or 1
             batch = [(item, None) for item in messages]
+            wanted = partitions or self._partitions.get(stream) or 1
+        count = self._declare(stream, wanted, "add_input")
+        for n, (item, given) in enumerate(batch):
+            part = given if given is not None else item.partition if isinstance(item, Message) else None
+            if isinstance(item, tuple) and len(item) != 2:
+                raise TestRunnerError(
+                    f"add_input({stream!r}): item {n} {item!r} is a tuple of {len(item)}; an item is a "
+                    "(key, value) pair, a Message or a bare value"
+                )
+            if part is not None and not 0 <= part < count:
+                raise TestRunnerError(
+                    f"add_input({stream!r}): item {n} is for partition {part}, but the stream has {count} "
+                    f"partition(s); give partitions= at the stream's first add_input"
+                )
         self._inputs.append(_Input(stream, count, batch))
         return self
 
     def add_output(self, stream: str, partitions: int = 1) -> TestRunner:
-        """An output stream the task sends to (streams in `task.outputs` are created with one partition)."""
-        self._outputs[stream] = partitions
+        """An output stream the task sends to, with its partition count (a stream the test does not
+        declare is made with one partition when the task first sends to it)."""
+        self._usable("add_output()")
+        self._outputs[stream] = self._declare(stream, partitions, "add_output")
+        if self._job is not None:
+            self._ensure_topics({stream: partitions})
         return self
 
-    def add_store(self, name: str, initial: Mapping[Any, Any] | None = None) -> TestRunner:
-        """A store of the task, with contents it starts with. Unless the config says otherwise it is an
-        in-memory store with JSON serdes and a changelog (so a restart restores it)."""
-        self._stores[name] = _StoreInit(name, dict(initial or {}))
+    def add_store(
+        self,
+        name: str,
+        initial: Mapping[Any, Any] | None = None,
+        by_partition: Mapping[int, Mapping[Any, Any]] | None = None,
+    ) -> TestRunner:
+        """A store of the task, with contents its tasks start with. `initial` goes to the task that input
+        messages with the same key reach (the key serialized by the first input stream's key serde);
+        `by_partition` gives each task's entries by its input partition (a store keyed otherwise).
+        Unless the config says otherwise it is an in-memory store with JSON serdes and a changelog (so a
+        restart restores it). Before the first run()."""
+        self._before_first_run("add_store()")
+        self._stores[name] = _StoreInit(
+            name, dict(initial or {}), {p: dict(entries) for p, entries in (by_partition or {}).items()}
+        )
         return self
+
+    def _declare(self, stream: str, partitions: int, call: str) -> int:
+        known = self._partitions.setdefault(stream, partitions)
+        if known != partitions:
+            raise TestRunnerError(
+                f"{call}({stream!r}, partitions={partitions}): the stream already has {known} partition(s) "
+                f"in this test; give partitions={known} or leave it out"
+            )
+        return known
+
+    def _before_first_run(self, call: str) -> None:
+        self._usable(call)
+        if self._job is not None:
+            raise TestRunnerError(
+                f"{call} must come before the first run() (the job is built then); make a new TestRunner "
+                "for another job"
+            )
+
+    def _usable(self, call: str) -> None:
+        if self._closed:
+            raise TestRunnerError(f"{call}: the runner is closed; make a new TestRunner")
 
     @staticmethod
     def _message(item: Any, partition: int | None) -> Message:
         if isinstance(item, Message):
             return item if partition is None else Message(**{**item.__dict__, "partition": partition})
-        if isinstance(item, tuple) and len(item) == 2:
-            return Message(item[1], item[0], partition)
-        raise TypeError(f"not a message: {item!r}")
+        return Message(item[1], item[0], partition)
 
     # -- running -----------------------------------------------------------------------------------
     def with_clock(self, clock: ManualClock) -> TestRunner:
-        """Drive the job's timers (commit, window) by `clock`, which only `advance_time` moves."""
+        """Drive the job's timers (commit, window) by `clock`, which only `advance_time` moves. Before the
+        first run()."""
+        self._before_first_run("with_clock()")
         self._clock = clock
         return self
 
@@ -224,17 +300,52 @@ class TestRunner:
     def run(self, timeout: float = 30.0) -> TestResult:
         """Feeds the inputs added since the last run, starts the containers (once), and steps them until
         nothing is left to process; then commits every task, so outputs, stores and checkpoints show all
-        of it. Raises TestRunnerError after `timeout` seconds."""
+        of it. Raises TestRunnerError after `timeout` seconds (checked between chunks of messages: a
+        process() that never returns is not interrupted).
+
+        A failure of the job (a task's error) leaves its containers crashed, as a container dies: nothing
+        after the last commit counts, and `restart()` starts the job again. After a timeout the next run
+        goes on where this one stopped."""
+        self._usable("run()")
+        if self._failure is not None:
+            raise TestRunnerError(
+                f"the job failed in an earlier run ({self._failure!r}); call restart() to start it again "
+                "as after a crash (it resumes from its last commit)"
+            ) from self._failure
+        if self._shut_down:
+            raise TestRunnerError(
+                "the job shut down in an earlier run (its tasks called coordinator.shutdown()); call "
+                "restart() to start it again"
+            )
         job = self._prepare()
         self._feed(job)
         deadline = time.monotonic() + timeout
-        loops = self._start_containers(deadline)
+        try:
+            loops = self._start_containers(deadline, timeout)
+            if not self._seeded:
+                self._seed_stores(job)
+                self._seeded = True
+            self._step(loops, deadline, timeout)
+            for container in self._containers.values():
+                container.commit_all()
+            if any(loop.stopping for loop in loops):
+                # The tasks asked for shutdown: as in Samza, the containers end (final commit, close()).
+                self._shut_down = True
+                self._stop_containers(crash=False)
+        except TestRunnerError:
+            raise  # a timeout or a test's mistake: the containers stand between steps, the next run goes on
+        except BaseException as e:
+            self._failure = e
+            self._stop_containers(crash=True)
+            raise
+        return TestResult(self)
+
+    @staticmethod
+    def _step(loops: list[RunLoop], deadline: float, timeout: float) -> None:
         idle_rounds = 0
         # In-memory fetches are synchronous: a round in which every loop found nothing, twice in a row
         # (the second sees what the first round's processing sent to the job's own inputs), ends it.
         while idle_rounds < 2:
-            if time.monotonic() > deadline:
-                raise TestRunnerError(f"the test job did not finish within its timeout of {timeout} s")
             busy = False
             for loop in loops:
                 step = loop.step()
@@ -242,30 +353,44 @@ class TestRunner:
                     step = loop.step()  # what was fetched is processed before the round counts as busy
                 if step is not None and step[0] not in ("idle", "fetch"):
                     busy = True
+                if time.monotonic() > deadline:
+                    raise TestRunnerError(
+                        f"the test job did not finish within its timeout of {timeout} s (a task sending to "
+                        "its own input forever?)"
+                    )
             idle_rounds = 0 if busy else idle_rounds + 1
-        for container in self._containers.values():
-            container.commit_all()
-        return TestResult(self)
 
     def advance_time(self, ms: int, timeout: float = 30.0) -> TestResult:
-        """Moves the job's clock `ms` forward and runs: due window and commit timers fire."""
+        """Processes what is pending, then moves the job's clock `ms` forward and runs: due window and
+        commit timers fire, then whatever they sent is processed."""
+        self.run(timeout)
         self._clock.advance(ms / 1000)
         return self.run(timeout)
 
     def restart(self, keep_local_state: bool = False, crash: bool = False) -> TestRunner:
-        """Stops the containers (gracefully with a final commit, or like kill -9 with `crash`), so that
-        the next `run()` starts them again as on a new host: local state is gone (unless kept), stores
-        come back through their backends, and inputs resume at the checkpoints."""
-        self._stop_containers(crash)
+        """Stops the containers (gracefully with a final commit, or like kill -9 with `crash`; a job that
+        failed is crashed already), so that the next `run()` starts them again as on a new host: local
+        state is gone (unless kept), stores come back through their backends, and inputs resume at the
+        checkpoints."""
+        self._usable("restart()")
+        self._stop_containers(crash or self._failure is not None)
+        self._failure = None
+        self._shut_down = False
         if not keep_local_state and self._job is not None:
             for base in {self._job.logged_store_dir, self._job.non_logged_store_dir}:
                 shutil.rmtree(base, ignore_errors=True)
         return self
 
     def close(self) -> None:
-        """Stops the containers (final commit) and removes the state dir when the runner made it."""
-        self._stop_containers(crash=False)
-        self._finalizer()
+        """Stops the containers (final commit, unless the job failed) and removes the state dir when the
+        runner made it. Results stay readable (a store's from its changelog)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._stop_containers(crash=self._failure is not None)
+        finally:
+            self._finalizer()
 
     def __enter__(self) -> TestRunner:
         return self
@@ -273,7 +398,7 @@ class TestRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start_containers(self, deadline: float) -> list[RunLoop]:
+    def _start_containers(self, deadline: float, timeout: float) -> list[RunLoop]:
         assert self._job is not None and self._model is not None
         for model in self._model.containers:
             if model.id in self._containers:
@@ -286,88 +411,139 @@ class TestRunner:
             finally:
                 timer.cancel()
             if loop is None:
-                raise TestRunnerError(f"container {model.id} did not finish restoring within the timeout")
+                raise TestRunnerError(
+                    f"container {model.id} did not finish starting (restoring its stores) within the "
+                    f"timeout of {timeout} s"
+                )
             self._containers[model.id] = container
         loops = [c.loop for c in self._containers.values()]
         return [loop for loop in loops if loop is not None]
 
     def _stop_containers(self, crash: bool) -> None:
+        """Finishes (or crashes) every container; one that fails to finish is released and the others are
+        crashed, then its error goes up."""
         containers = list(self._containers.values())
         self._containers.clear()
+        error: BaseException | None = None
         for container in containers:
-            if crash:
+            if crash or error is not None:
                 container.crash()
-            else:
+                continue
+            try:
                 container.finish()
+            except BaseException as e:  # the container released itself; the others must still go
+                error = e
+        if error is not None:
+            raise error
 
     # -- set-up ------------------------------------------------------------------------------------
     def _prepare(self) -> JobConfig:
         if self._job is not None:
             return self._job
         config = self._job_config()
+        if "task.inputs" not in config:
+            raise TestRunnerError(
+                "the job has no input: add_input(stream, messages) first, or set task.inputs in with_config"
+            )
         job = JobConfig(Config(config))
-        admin = KafkaAdmin({"bootstrap.servers": self._bootstrap})
-        try:
-            for item in self._inputs:
-                admin.ensure_topic(item.stream, item.partitions)
-            for output in job.outputs:
-                self._outputs.setdefault(output.stream, 1)
-            for stream, partitions in self._outputs.items():
-                admin.ensure_topic(stream, partitions)
-        finally:
-            admin.close()
+        for name, init in self._stores.items():
+            if name in job.adjunct_inputs and (init.initial or init.by_partition):
+                stream = job.adjunct_inputs[name].stream
+                raise TestRunnerError(
+                    f"add_store({name!r}, initial=...): {name!r} is an adjunct store, filled from stream "
+                    f"{stream!r} (stores.{name}.adstore.input); give its contents as add_input({stream!r}, "
+                    "...)"
+                )
+        for output in job.outputs:
+            self._outputs.setdefault(output.stream, self._partitions.setdefault(output.stream, 1))
+        self._check_consumed(job, self._inputs)
+        self._ensure_topics({**{i.stream: i.partitions for i in self._inputs}, **self._outputs})
         self._model = JobCoordinator(job).prepare()
         self._job = job
-        self._seed_stores(job)
         return job
+
+    def _ensure_topics(self, partitions: Mapping[str, int]) -> None:
+        admin = KafkaAdmin({"bootstrap.servers": self._bootstrap})
+        try:
+            for stream, count in partitions.items():
+                admin.ensure_topic(stream, count)
+        finally:
+            admin.close()
+
+    @staticmethod
+    def _check_consumed(job: JobConfig, inputs: Iterable[_Input]) -> None:
+        consumed = {s.stream for s in job.inputs}
+        for feed in inputs:
+            if feed.stream not in consumed:
+                raise TestRunnerError(
+                    f"add_input({feed.stream!r}): the job does not consume stream {feed.stream!r} (its "
+                    f"inputs: {', '.join(sorted(consumed))}); check the name, or add it to task.inputs"
+                )
 
     @property
     def _bootstrap(self) -> str:
         return f"inmemory://{self._namespace}"
 
+    def _default_system(self) -> str:
+        """The system of streams the test names without one: the config's only system, else `kafka`."""
+        systems = {k.split(".")[1] for k in self._config if k.startswith("systems.") and k.count(".") >= 2}
+        return systems.pop() if len(systems) == 1 else SYSTEM
+
     def _job_config(self) -> dict[str, str]:
         name = self._task.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lower() or "job"
-        config: dict[str, str] = {
-            "job.name": name,
-            "task.class": self._task,
-            f"systems.{SYSTEM}.samza.key.serde": DEFAULT_SERDE,
-            f"systems.{SYSTEM}.samza.msg.serde": DEFAULT_SERDE,
-            f"systems.{SYSTEM}.samza.offset.default": "oldest",
-            **self._config,
-            # The test's stores live in the runner's dir, never in a production config's paths.
-            "job.logged.store.base.dir": str(self._state_dir / "state"),
-            "job.non-logged.store.base.dir": str(self._state_dir / "state"),
-        }
+        default = self._default_system()
+        config: dict[str, str] = {"job.name": name, "task.class": self._task, **self._config}
+        # The test's state lives in the runner's dir, never in a production config's paths; blobs outside
+        # the stores' dirs (a restart wipes those), and always in a local dir (never a real bucket).
+        for key in [k for k in config if k.startswith(("blobstore.s3.", "metrics.prometheus."))]:
+            del config[key]  # nor does a test serve metrics on a production port
+        config["job.logged.store.base.dir"] = str(self._state_dir / "state")
+        config["job.non-logged.store.base.dir"] = str(self._state_dir / "state")
+        config["blobstore.local.dir"] = str(self._state_dir / "blobstore")
         if "task.inputs" not in config:
             # An adjunct store's stream is read into its store, never by process(): not a task input.
             adjunct = {v.split(".", 1)[-1] for k, v in config.items() if k.endswith(".adstore.input")}
             streams = [i.stream for i in self._inputs if i.stream not in adjunct]
-            config["task.inputs"] = ",".join(f"{SYSTEM}.{s}" for s in dict.fromkeys(streams))
-        for system in {k.split(".")[1] for k in config if k.startswith("systems.")} | {SYSTEM}:
+            if streams:
+                config["task.inputs"] = ",".join(f"{default}.{s}" for s in dict.fromkeys(streams))
+        systems = {k.split(".")[1] for k in config if k.startswith("systems.")} | {default}
+        for system in systems:
             config[f"systems.{system}.samza.factory"] = "inmemory"
             config[f"systems.{system}.bootstrap.servers"] = self._bootstrap
-            # librdkafka settings of a production config mean nothing to the in-memory system.
-            for key in [
-                k
-                for k in config
-                if k.startswith((f"systems.{system}.consumer.", f"systems.{system}.producer."))
-            ]:
-                del config[key]
+            config.setdefault(f"systems.{system}.samza.key.serde", DEFAULT_SERDE)
+            config.setdefault(f"systems.{system}.samza.msg.serde", DEFAULT_SERDE)
+            config[f"systems.{system}.samza.offset.default"] = "oldest"
+            for key in [k for k in config if k.startswith(f"systems.{system}.")]:
+                if key.startswith((f"systems.{system}.consumer.", f"systems.{system}.producer.")):
+                    del config[key]  # librdkafka settings mean nothing to the in-memory system
+                elif key.endswith(".samza.offset.default"):
+                    # The test's inputs are there before the job starts: a stream read from its end would
+                    # process none of them.
+                    config[key] = "oldest"
         for store in self._stores:
             prefix = f"stores.{store}."
+            if prefix + "adstore.input" in config:
+                continue  # filled from its stream; no changelog
             config.setdefault(prefix + "factory", "inmemory")
             config.setdefault(prefix + "key.serde", DEFAULT_SERDE)
             config.setdefault(prefix + "msg.serde", DEFAULT_SERDE)
             backed = prefix + "changelog" in config or prefix + "backup.factories" in config
             if not backed:
-                config[prefix + "changelog"] = f"{SYSTEM}.{name}-{store}-changelog"
+                config[prefix + "changelog"] = f"{default}.{name}-{store}-changelog"
         return config
 
     def _serdes(self, job: JobConfig) -> SerdeRegistry:
         return SerdeRegistry(job.config)
 
+    def _system_stream(self, job: JobConfig, stream: str) -> SystemStream:
+        """The job's input or output of that name, else the stream on the test's default system."""
+        for ss in (*job.inputs, *job.outputs):
+            if ss.stream == stream:
+                return ss
+        return SystemStream(self._default_system(), stream)
+
     def _stream_serdes(self, job: JobConfig, stream: str) -> tuple[Serde[Any], Serde[Any]]:
-        settings = job.stream(SystemStream(SYSTEM, stream))
+        settings = job.stream(self._system_stream(job, stream))
         registry = self._serdes(job)
         return (
             registry.get(settings.key_serde, stream, is_key=True),
@@ -375,84 +551,133 @@ class TestRunner:
         )
 
     def _feed(self, job: JobConfig) -> None:
+        pending = [(index, feed) for index, feed in enumerate(self._inputs) if index not in self._fed]
+        if not pending:
+            return
+        self._check_consumed(job, (feed for _, feed in pending))
+        self._ensure_topics({feed.stream: feed.partitions for _, feed in pending})
+        # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice.
+        records: list[tuple[str, bytes | None, bytes | None, int, Headers | None, int | None]] = []
+        for index, feed in pending:
+            key_serde, msg_serde = self._stream_serdes(job, feed.stream)
+            placed: dict[bytes, int] = {}  # test inputs repeat their keys: hash each once
+            for n, (item, given) in enumerate(feed.items):
+                if isinstance(item, (Message, tuple)):
+                    m = self._message(item, given)
+                    key_obj, value_obj, partition = m.key, m.value, m.partition
+                    headers, timestamp = list(m.headers) or None, m.timestamp
+                else:  # a bare value is its own key
+                    key_obj, value_obj, partition, headers, timestamp = item, item, given, None, None
+                try:
+                    key = None if key_obj is None else key_serde.to_bytes(key_obj)
+                    value = None if value_obj is None else msg_serde.to_bytes(value_obj)
+                except Exception as e:
+                    self._inputs[index] = _Input(feed.stream, feed.partitions, [])  # dropped: nothing sent
+                    raise TestRunnerError(
+                        f"add_input({feed.stream!r}): item {n} (key {key_obj!r}, value {value_obj!r}) does "
+                        f"not serialize with the stream's serdes: {e}; check the item, or the stream's serde "
+                        "in the config (systems.<system>.streams.<stream>.samza.key.serde / msg.serde). "
+                        "Nothing of that add_input was sent; it is dropped"
+                    ) from e
+                if partition is None:
+                    if key is None:
+                        partition = 0
+                    else:
+                        partition = placed.get(key)
+                        if partition is None:
+                            partition = placed[key] = partition_for(key, feed.partitions)
+                records.append((feed.stream, value, key, partition, headers, timestamp))
         producer = KafkaProducer({"bootstrap.servers": self._bootstrap})
         try:
-            for index, feed in enumerate(self._inputs):
-                if index in self._fed:
-                    continue
-                key_serde, msg_serde = self._stream_serdes(job, feed.stream)
-                placed: dict[bytes, int] = {}  # test inputs repeat their keys: hash each once
-                send = producer.send
-                for item, given in feed.items:
-                    if isinstance(item, (Message, tuple)):
-                        m = self._message(item, given)
-                        key_obj, value_obj, partition = m.key, m.value, m.partition
-                        headers, timestamp = list(m.headers) or None, m.timestamp
-                    else:  # a bare value is its own key
-                        key_obj, value_obj, partition, headers, timestamp = item, item, given, None, None
-                    key = None if key_obj is None else key_serde.to_bytes(key_obj)
-                    if partition is None:
-                        if key is None:
-                            partition = 0
-                        else:
-                            partition = placed.get(key)
-                            if partition is None:
-                                partition = placed[key] = partition_for(key, feed.partitions)
-                    value = None if value_obj is None else msg_serde.to_bytes(value_obj)
-                    if headers is None and timestamp is None:
-                        send(feed.stream, value, key=key, partition=partition)
-                    else:
-                        send(
-                            feed.stream,
-                            value,
-                            key=key,
-                            partition=partition,
-                            headers=headers,
-                            timestamp=timestamp,
-                        )
-                self._fed.add(index)
+            send = producer.send
+            for stream, raw_value, raw_key, part, extra_headers, ts in records:
+                if extra_headers is None and ts is None:
+                    send(stream, raw_value, key=raw_key, partition=part)
+                else:
+                    send(stream, raw_value, key=raw_key, partition=part, headers=extra_headers, timestamp=ts)
             producer.flush()
         finally:
             producer.close()
-
-    def _changelog(self, job: JobConfig, store: str) -> tuple[str, StoreSpec]:
-        specs = store_specs(job.config)
-        if store not in specs:
-            raise TestRunnerError(
-                f"no store {store!r} in the job (stores: {', '.join(sorted(specs)) or 'none'})"
-            )
-        logs = changelogs(job, specs)
-        if store not in logs:
-            raise TestRunnerError(
-                f"store {store!r} has no changelog, so the TestRunner cannot read it: give it "
-                f"stores.{store}.changelog (or add it with add_store, which does)"
-            )
-        return logs[store].stream, specs[store]
+        self._fed.update(index for index, _ in pending)
 
     def _seed_stores(self, job: JobConfig) -> None:
-        """Initial store contents go into the stores' changelogs: the first start restores them."""
+        """add_store's initial contents, put into the tasks' stores at the first start before any input,
+        and committed (so a restart restores them through the store's backend)."""
+        plan = self._seed_plan(job)
+        if not plan:
+            return
+        tasks = {ti.name: ti for c in self._containers.values() for ti in c.tasks}
+        for task, entries in plan.items():
+            for store, key, value in entries:
+                target = tasks[task].storage.stores[store]
+                try:
+                    target.put(key, value)
+                    target.flush()  # a cached store serializes here: the error names the entry
+                except Exception as e:
+                    self._stop_containers(crash=True)  # nothing of the seed stays; a next run tries again
+                    raise TestRunnerError(
+                        f"add_store({store!r}): initial entry {key!r}: {value!r} cannot go into the store: "
+                        f"{e}; check it against stores.{store}.key.serde / msg.serde"
+                    ) from e
+        for container in self._containers.values():
+            container.commit_all()
+
+    def _seed_plan(self, job: JobConfig) -> dict[str, list[tuple[str, Any, Any]]]:
+        """Task name -> (store, key, value) of the initial contents it gets."""
         assert self._model is not None
-        tasks = len(self._model.tasks)
-        producer = KafkaProducer({"bootstrap.servers": self._bootstrap})
-        try:
-            for init in self._stores.values():
-                if not init.initial:
-                    continue
-                topic, spec = self._changelog(job, init.name)
-                registry = self._serdes(job)
-                key_serde, msg_serde = registry.get(spec.key_serde), registry.get(spec.msg_serde)
-                for key, value in init.initial.items():
-                    raw = key_serde.to_bytes(key)
-                    producer.send(
-                        topic, msg_serde.to_bytes(value), key=raw, partition=partition_for(raw, tasks)
+        plan: dict[str, list[tuple[str, Any, Any]]] = {}
+        seeded = [init for init in self._stores.values() if init.initial or init.by_partition]
+        if not seeded:
+            return plan
+        other = job.broadcast_streams | set(job.adjunct_inputs.values())
+        grouped = [ss for ss in job.inputs if ss not in other]
+        tasks = self._model.tasks
+        primary = grouped[0] if grouped else None
+        task_of: dict[int, str] = {}
+        for t in tasks:
+            for ssp in t.partitions:
+                if primary is not None and ssp.system_stream == primary:
+                    task_of[ssp.partition] = t.name
+        for init in seeded:
+            if init.name not in store_specs(job.config):
+                raise TestRunnerError(
+                    f"add_store({init.name!r}): the job has no store {init.name!r}; define "
+                    f"stores.{init.name}.factory (or check the name)"
+                )
+            for partition, entries in sorted(init.by_partition.items()):
+                if partition not in task_of:
+                    raise TestRunnerError(
+                        f"add_store({init.name!r}, by_partition=...): no task reads partition {partition} "
+                        f"of the job's input {primary.stream if primary else '(none)'!r} (partitions: "
+                        f"{', '.join(map(str, sorted(task_of))) or 'none'})"
                     )
-            producer.flush()
-        finally:
-            producer.close()
+                plan.setdefault(task_of[partition], []).extend((init.name, k, v) for k, v in entries.items())
+            if not init.initial:
+                continue
+            if primary is None or len(tasks) == 1:
+                plan.setdefault(tasks[0].name, []).extend((init.name, k, v) for k, v in init.initial.items())
+                continue
+            key_serde, _ = self._stream_serdes(job, primary.stream)
+            count = len(task_of)
+            for key, value in init.initial.items():
+                try:
+                    raw = key_serde.to_bytes(key)
+                except Exception as e:
+                    raise TestRunnerError(
+                        f"add_store({init.name!r}): initial key {key!r} goes where input {primary.stream!r} "
+                        f"sends that key, but the stream's key serde cannot serialize it ({e}); give each "
+                        f"task's entries with add_store({init.name!r}, by_partition={{partition: {{key: "
+                        "value}})"
+                    ) from e
+                plan.setdefault(task_of[partition_for(raw, count)], []).append((init.name, key, value))
+        return plan
 
     # -- reading results ---------------------------------------------------------------------------
     def read_stream(self, stream: str, partition: int | None = None) -> list[Message]:
         job = self._prepare()
+        count = self._stream_partitions(stream)
+        if partition is not None and not 0 <= partition < count:
+            raise TestRunnerError(f"stream {stream!r} has {count} partition(s), no partition {partition}")
         key_serde, msg_serde = self._stream_serdes(job, stream)
         key_of, value_of = key_serde.from_bytes, msg_serde.from_bytes
 
@@ -467,28 +692,95 @@ class TestRunner:
                 m.offset(),
             )
 
-        return [message(m) for m in self._read_raw(stream, partition)]
+        records = self._read_raw(stream, partition, count)
+        if job.exactly_once:  # the checkpoint barriers an exactly-once job writes are no output
+            records = (m for m in records if type(classify_message(m)) not in (Marker, RestoreCommand))
+        return [message(m) for m in records]
+
+    def _stream_partitions(self, stream: str) -> int:
+        topics = broker(self._bootstrap).partition_counts()
+        if stream not in topics:
+            raise TestRunnerError(
+                f"no stream {stream!r} in this test: the job wrote none and the test declared none; streams: "
+                f"{', '.join(sorted(topics)) or 'none'}"
+            )
+        return topics[stream]
 
     def read_store(self, store: str) -> dict[Any, Any]:
-        job = self._prepare()
-        topic, spec = self._changelog(job, store)
-        registry = self._serdes(job)
-        key_serde, msg_serde = registry.get(spec.key_serde), registry.get(spec.msg_serde)
-        latest: dict[bytes, bytes | None] = {}
-        for m in self._read_raw(topic, None):
-            key = m.key()
-            if key is not None:
-                latest[key] = m.value()
-        return {key_serde.from_bytes(k): msg_serde.from_bytes(v) for k, v in latest.items() if v is not None}
+        """The store's entries over all tasks; a key held by two tasks is an error (see store_by_task)."""
+        merged: dict[Any, Any] = {}
+        owner: dict[Any, str] = {}
+        for task, contents in self._store_contents(store, shared_once=True).items():
+            for key, value in contents.items():
+                if key in owner:
+                    raise TestRunnerError(
+                        f"store {store!r}: key {key!r} is in the stores of tasks {owner[key]!r} and "
+                        f"{task!r}, so one dict cannot show it; read result.store_by_task({store!r})"
+                    )
+                owner[key] = task
+                merged[key] = value
+        return merged
 
-    def _read_raw(self, topic: str, partition: int | None) -> Iterator[RawMessage]:
+    def read_store_by_task(self, store: str) -> dict[str, dict[Any, Any]]:
+        return self._store_contents(store, shared_once=False)
+
+    def _store_contents(self, store: str, shared_once: bool) -> dict[str, dict[Any, Any]]:
+        """Task name -> the store's entries: read from the running tasks' stores, or (the containers
+        stopped: closed, restarted, failed or shut down) from its changelog. A store the tasks of a
+        container share (an adjunct store) shows once with `shared_once`."""
+        job = self._prepare()
+        specs = store_specs(job.config)
+        if store not in specs:
+            known = ", ".join(sorted(specs)) or "none"
+            raise TestRunnerError(f"no store {store!r} in the job (stores: {known})")
+        tasks = [ti for container in self._containers.values() for ti in container.tasks]
+        if not tasks:
+            return self._store_from_changelog(job, store)
+        out: dict[str, dict[Any, Any]] = {}
+        seen: set[int] = set()
+        for ti in tasks:
+            found = ti.storage.stores.get(store)
+            if found is None or (shared_once and id(found) in seen):
+                continue
+            seen.add(id(found))
+            out[ti.name] = {_hashable(store, key): value for key, value in found.all()}
+        return out
+
+    def _store_from_changelog(self, job: JobConfig, store: str) -> dict[str, dict[Any, Any]]:
+        specs = store_specs(job.config)
+        logs = changelogs(job, specs)
+        if store not in logs:
+            raise TestRunnerError(
+                f"store {store!r} has no changelog, so once the job's containers stopped (closed, restarted, "
+                f"failed or shut down) its contents are gone from the test: read result.store({store!r}) "
+                f"before, or give it stores.{store}.changelog"
+            )
+        assert self._model is not None
+        task_of = {changelog_partition(t): t.name for t in self._model.tasks}
+        registry = self._serdes(job)
+        key_serde, msg_serde = registry.get(specs[store].key_serde), registry.get(specs[store].msg_serde)
+        topic = logs[store].stream
+        latest: dict[int, dict[bytes, bytes | None]] = {}
+        readers: dict[int, ChangelogReader] = {}
+        for m in self._read_raw(topic, None, self._stream_partitions(topic)):
+            applied = [m]
+            if job.exactly_once:  # commit and abort records, and the writes a restart voided, are no entries
+                applied, _ = readers.setdefault(m.partition(), ChangelogReader()).select([m])
+            for kept in applied:
+                if (key := kept.key()) is not None:
+                    latest.setdefault(kept.partition(), {})[key] = kept.value()
+        return {
+            task_of.get(p, f"Partition {p}"): {
+                _hashable(store, key_serde.from_bytes(k)): msg_serde.from_bytes(v)
+                for k, v in entries.items()
+                if v is not None
+            }
+            for p, entries in sorted(latest.items())
+        }
+
+    def _read_raw(self, topic: str, partition: int | None, count: int) -> Iterator[RawMessage]:
         """Every committed record of the topic (or one partition), in partition then offset order; a batch
         at a time, so a large output is never held twice (raw and converted)."""
-        admin = KafkaAdmin({"bootstrap.servers": self._bootstrap})
-        try:
-            count = admin.require_topics([topic])[topic]
-        finally:
-            admin.close()
         partitions = range(count) if partition is None else [partition]
         with KafkaConsumer({"bootstrap.servers": self._bootstrap}) as consumer:
             for p in partitions:
@@ -500,3 +792,16 @@ class TestRunner:
                 while consumer.position([(topic, p)]).get((topic, p), -1) < high:
                     yield from consumer.consume(_READ_BATCH, 0.05)
                 consumer.unassign()
+
+
+def _hashable(store: str, key: Any) -> Any:
+    """A store key as a dict key: JSON lists (composite keys) become tuples."""
+    if isinstance(key, list):
+        return tuple(_hashable(store, k) for k in key)
+    try:
+        hash(key)
+    except TypeError:
+        raise TestRunnerError(
+            f"store {store!r}: key {key!r} cannot be a dict key; read its entries with the store's own all()"
+        ) from None
+    return key

@@ -9,6 +9,14 @@ wrappers, so everything built on those runs unchanged on it.
 from samsa.kafka.inmemory.admin import InMemoryAdminClient
 from samsa.kafka.inmemory.consumer import InMemoryConsumer
 from samsa.kafka.inmemory.producer import InMemoryProducer
-from samsa.kafka.inmemory.registry import broker, forget, is_inmemory
+from samsa.kafka.inmemory.registry import auto_create_topics, broker, forget, is_inmemory
 
-__all__ = ["InMemoryAdminClient", "InMemoryConsumer", "InMemoryProducer", "broker", "forget", "is_inmemory"]
+__all__ = [
+    "InMemoryAdminClient",
+    "InMemoryConsumer",
+    "InMemoryProducer",
+    "auto_create_topics",
+    "broker",
+    "forget",
+    "is_inmemory",
+]

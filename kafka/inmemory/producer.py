@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from samsa.kafka.inmemory.log import error, unknown_topic
 from samsa.kafka.inmemory.message import InMemoryMessage
-from samsa.kafka.inmemory.registry import broker
+from samsa.kafka.inmemory.registry import auto_create_partitions, broker
 from samsa.kafka.partitioner import partition_for
 
 Report = tuple[KafkaError | None, InMemoryMessage]
@@ -27,6 +27,8 @@ class InMemoryProducer:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._log = broker(str(config["bootstrap.servers"]))
+        self._auto_create = auto_create_partitions(str(config["bootstrap.servers"]))
+        self._seen: set[str] = set()  # topics known to exist (made if need be) when topics are auto-created
         self._on_delivery: Callable[[KafkaError | None, Any], None] | None = config.get("on_delivery")
         self._error_cb: Callable[[KafkaError], None] | None = config.get("error_cb")
         self._only_errors = str(config.get("delivery.report.only.error", False)).lower() in ("true", "1")
@@ -60,6 +62,10 @@ class InMemoryProducer:
         ts = timestamp or int(time.time() * 1000)
         if headers is not None and not isinstance(headers, list):
             headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
+        if self._auto_create and topic not in self._seen:
+            if self._log.partitions(topic) is None:
+                self._log.create_topic(topic, self._auto_create, {})
+            self._seen.add(topic)
         if partition < 0:
             count = self._log.partitions(topic)
             if count is None:

@@ -13,6 +13,7 @@ from samsa.kafka.inmemory.sqlite import SqliteLog
 SCHEME = "inmemory:"
 
 _brokers: dict[str, Log] = {}
+_auto_create: dict[str, int] = {}
 _lock = threading.Lock()
 
 
@@ -34,6 +35,19 @@ def forget(url: str) -> None:
     """Drop an in-process broker and its data (a file-backed one keeps its files); later use starts empty."""
     with _lock:
         _brokers.pop(url, None)
+        _auto_create.pop(url, None)
+
+
+def auto_create_topics(url: str, partitions: int) -> None:
+    """A topic that a producer of `url` sends to before it exists is made with `partitions` partitions,
+    as a Kafka broker with `auto.create.topics.enable` does (0: such a send fails, the default here)."""
+    with _lock:
+        _auto_create[url] = partitions
+
+
+def auto_create_partitions(url: str) -> int:
+    """The partitions of a topic a send makes on `url` (0: none is made)."""
+    return _auto_create.get(url, 0)
 
 
 def _open(url: str) -> Log:

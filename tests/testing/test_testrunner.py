@@ -139,16 +139,18 @@ def test_a_rocksdb_store_with_the_jobs_own_config_and_serdes(tmp_path):
     assert result.store("counts") == dict(Counter(words))
 
 
-def test_a_store_without_a_changelog_cannot_be_read_and_the_error_says_how(tmp_path):
-    result = (
+def test_a_store_without_a_changelog_is_read_while_the_job_runs_and_after_that_the_error_says_how(tmp_path):
+    runner = (
         TestRunner.of(WordCount, state_dir=tmp_path)
         .with_config({**WORDCOUNT, "stores.counts.factory": "inmemory", "stores.counts.key.serde": "json"})
         .with_config({"stores.counts.msg.serde": "json"})
-        .add_input("words", ["a"])
+        .add_input("words", ["a", "b", "a"], partitions=2)
         .add_output("counts-out")
-        .run()
     )
-    assert result.output("counts-out") == [1]
+    result = runner.run()
+    assert sorted(result.output("counts-out")) == [1, 1, 2]
+    assert result.store("counts") == {"a": 2, "b": 1}  # from the running tasks' stores
+    runner.close()
     with pytest.raises(TestRunnerError, match=r"stores\.counts\.changelog"):
         result.store("counts")
 

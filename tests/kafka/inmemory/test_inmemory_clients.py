@@ -23,7 +23,7 @@ from samsa.kafka import (
     TopicMismatchError,
     TopicNotFoundError,
 )
-from samsa.kafka.inmemory import forget
+from samsa.kafka.inmemory import auto_create_topics, forget
 from samsa.kafka.message import TIMESTAMP_CREATE_TIME
 from samsa.kafka.partitioner import partition_for
 
@@ -148,6 +148,30 @@ def test_a_failed_delivery_is_raised_naming_the_topic(admin, clients):
     producer.send("small", b"x", partition=7)
     with pytest.raises(ProducerDeliveryError, match="partition"):
         producer.flush()
+
+
+def test_a_broker_set_to_auto_create_topics_makes_a_topic_a_producer_sends_to_first():
+    url = f"inmemory://auto-{uuid.uuid4().hex[:8]}"
+    auto_create_topics(url, partitions=3)
+    try:
+        producer = KafkaProducer({"bootstrap.servers": url})
+        producer.send("made-by-send", b"v", b"k")
+        producer.send("made-too", b"v", partition=2)  # an explicit partition within the made count
+        producer.flush()
+        producer.close()
+        admin = KafkaAdmin({"bootstrap.servers": url})
+        try:
+            assert admin.require_topics(["made-by-send", "made-too"]) == {"made-by-send": 3, "made-too": 3}
+        finally:
+            admin.close()
+    finally:
+        forget(url)
+    # Forgotten with its broker: the default again, where a send to a missing topic fails.
+    producer = KafkaProducer({"bootstrap.servers": url})
+    producer.send("made-by-send", b"v")
+    with pytest.raises(ProducerDeliveryError, match="made-by-send"):
+        producer.flush()
+    forget(url)
 
 
 def test_the_records_an_in_process_broker_holds_are_not_left_to_the_garbage_collector():
