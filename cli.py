@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -11,11 +12,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from samsa.deploy.restarts import CONFIG_ERROR_EXIT
+from samsa.checkpoint.exceptions import CheckpointFencedError
+from samsa.deploy.restarts import ALREADY_RUNNING_EXIT, CONFIG_ERROR_EXIT, FENCED_EXIT
 from samsa.exceptions import InvalidConfigError, SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
+from samsa.runtime.exceptions import ConfigError, ContainerAlreadyRunningError
 from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStreamPartition
 
@@ -24,6 +27,10 @@ if TYPE_CHECKING:
     from samsa.stores.blobstore.settings import BlobStoreSettings
 
 log = logging.getLogger("samsa")
+
+#: How long `samsa state ...` and `samsa blobstore ...` retry an unreachable blob store before giving up
+#: (or `blobstore.retry.max.duration.ms` when smaller): a person waits at the terminal.
+TOOL_RETRY_MAX_MS = 30_000
 
 
 def _load(args: argparse.Namespace) -> JobConfig:
@@ -58,7 +65,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
-    from samsa.deploy.local import install_stop_handlers, unless_stopped
+    from samsa.deploy.local import install_stop_handlers, stop_when_orphaned, unless_stopped
     from samsa.runtime.container import Container
     from samsa.runtime.coordinator import JobCoordinator
 
@@ -73,6 +80,8 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
 
     # Set before the container exists: a stop while it starts ends the start instead of killing the process.
     install_stop_handlers(stop)
+    if args.from_supervisor:
+        stop_when_orphaned(stop)  # a supervisor killed with -9 leaves no orphan running
     coordinator = JobCoordinator(job)
     if not args.from_supervisor:
         log.info("preparing job %s: checking its topics, publishing its job model", job.job_key)
@@ -202,12 +211,22 @@ def _read_checkpoints(job: JobConfig) -> dict[str, AnyCheckpoint]:
 def _blob_settings(job: JobConfig) -> BlobStoreSettings:
     """The job's blob store; a local dir must exist (opening it would create an empty one)."""
     from samsa.runtime.state import blob_store_settings
+    from samsa.runtime.validation import blob_backed_stores
     from samsa.stores.blobstore.factory import LocalDirAdmin
 
+    if not blob_backed_stores(job):
+        raise ConfigError(
+            f"job {job.job_key} backs up no store to the blob store (no stores.<s>.backup.factories or "
+            "stores.backup.factories names blobstore), so it has no snapshots; its stores restore from "
+            "their changelogs (samsa state ls shows them)"
+        )
     settings = blob_store_settings(job)
     if not settings.s3_bucket:
         LocalDirAdmin(settings).validate_resources()
-    return settings
+    # An interactive command gives up soon on an unreachable store (the error names the endpoint); the
+    # running job keeps its blobstore.retry.max.duration.ms.
+    retry_ms = min(settings.retry_max_duration_ms, TOOL_RETRY_MAX_MS)
+    return dataclasses.replace(settings, retry_max_duration_ms=retry_ms)
 
 
 def _cmd_state_ls(args: argparse.Namespace) -> int:
@@ -326,11 +345,15 @@ def _cmd_blobstore_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
+    from samsa.runtime.validation import blob_backed_stores
     from samsa.stores.blobstore.factory import blob_store_admin
     from samsa.stores.blobstore.local import LocalDirBlobStore
     from samsa.stores.blobstore.tool import blob_snapshots, gc_local, opened_store, referenced_blobs
 
     job = _load(args)
+    if not blob_backed_stores(job):
+        print(f"job {job.job_key} backs up no store to the blob store: nothing to collect")
+        return 0
     settings = _blob_settings(job)
     if settings.s3_bucket:
         print(
@@ -482,7 +505,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error_status(args: argparse.Namespace, error: BaseException) -> int:
     """2; a single container stopped by a configuration error exits CONFIG_ERROR_EXIT instead, which its
-    supervisor does not restart (the init() of a task asking for an undefined store counts as one)."""
+    supervisor does not restart (the init() of a task asking for an undefined store counts as one), and one
+    fenced by a newer start of itself FENCED_EXIT, which ends its supervisor's job, and one refused because
+    another process here holds its lock ALREADY_RUNNING_EXIT, which ends it too."""
     if getattr(args, "container_id", None) is None:
         return 2
     seen: set[int] = set()
@@ -490,6 +515,10 @@ def _error_status(args: argparse.Namespace, error: BaseException) -> int:
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, InvalidConfigError):
             return CONFIG_ERROR_EXIT
+        if isinstance(cause, CheckpointFencedError):
+            return FENCED_EXIT
+        if isinstance(cause, ContainerAlreadyRunningError):
+            return ALREADY_RUNNING_EXIT
         seen.add(id(cause))
         cause = cause.__cause__
     return 2

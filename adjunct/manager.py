@@ -37,7 +37,10 @@ class AdjunctManager(Protocol):
     #: only when the store's entries are exactly the messages' keys and values.
     plain: bool
 
-    def write(self, envelopes: list[IncomingMessageEnvelope]) -> None: ...
+    def write(self, envelopes: list[IncomingMessageEnvelope]) -> None:
+        """Writes the chunk; raises `ExtractionError` for a message it cannot store before writing any of
+        the chunk (the run loop applies the bad-message policy to it and calls again with the others)."""
+        ...
 
     def write_pairs(self, pairs: list[Entry]) -> None: ...
 

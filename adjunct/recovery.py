@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class AdjunctStart:
-    """Read the stream from `offset` (None: from the task's checkpoint, as any input); `wipe` the store's
-    directory first (it exists but is not valid)."""
+    """Read the stream from `offset` (the store's own, or the oldest when it starts empty); `wipe` the
+    store's directory first (it exists but is not valid)."""
 
-    offset: int | None
+    offset: int
     wipe: bool
     note: str
 
@@ -27,13 +27,19 @@ def adjunct_start(
     low: int,
     high: int,
 ) -> AdjunctStart:
-    """The seed's decision table. Persistent store: none found -> a new one; found but not valid (offsets
-    file missing, older than `max_staleness_ms`, or its offset outside the partition) -> re-created; either
-    way bootstrapped from the oldest offset when the stream is marked bootstrap, else continued from the
-    last (checkpointed) offset. Found and valid -> continued from its own offset. In-memory store:
-    bootstrapped when marked, else continued from the last offset."""
-    again = low if bootstrap else None
-    how = "bootstrapping from the oldest offset" if bootstrap else "continuing from the checkpointed offset"
+    """The seed's decision table, read so that no row is lost. Persistent store: none found -> a new one;
+    found but not valid (offsets file missing, older than `max_staleness_ms`, or its offset outside the
+    partition) -> re-created; found and valid -> continued from its own offset. A new or re-created store,
+    and an in-memory one, is empty: it is rebuilt from the oldest offset, since its rows depend on every
+    message of the stream. The seed's "continue from last offset" for a stream not marked bootstrap would
+    leave it holding only later changes; the bootstrap flag decides only whether processing waits for the
+    rebuild (the run loop's business), not where it starts."""
+    again = low
+    how = (
+        "bootstrapping from the oldest offset before other inputs are processed (samza.bootstrap)"
+        if bootstrap
+        else "rebuilding from the oldest offset alongside the other inputs (stream not samza.bootstrap)"
+    )
     if not persistent:
         return AdjunctStart(again, False, f"in-memory store: {how}")
     if not exists:

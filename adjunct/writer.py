@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
@@ -65,17 +66,25 @@ class AdjunctWriter:
         self._put(pairs, -1)
 
     def write(self, envelopes: list[IncomingMessageEnvelope]) -> None:
+        """Writes the chunk's entries, sealing a bounded dataset's version at its end marker. Every message
+        is extracted before anything is written: an `ExtractionError` leaves the chunk unwritten (the run
+        loop applies the bad-message policy to that message and writes the others again)."""
+        bounded, extract = self._bounded, self._extract
+        extracted = [
+            None if bounded is not None and has_end_marker(envelope.headers) else _all(extract(envelope))
+            for envelope in envelopes
+        ]
         entries: list[Entry] = []
-        extract = self._extract
-        for envelope in envelopes:
-            if self._bounded is not None and has_end_marker(envelope.headers):
+        for envelope, found in zip(envelopes, extracted, strict=True):
+            if found is None:
+                assert self._bounded is not None
                 self._put(entries, envelope.offset - 1)
                 entries = []
                 self._writer.flush()  # every record of the version reaches it before the seal
                 version = self._bounded.seal(envelope.offset + 1)
                 log.info("adjunct store %s of %s: version %d sealed", self.store, self.task, version)
                 continue
-            entries.extend(extract(envelope))
+            entries.extend(found)
         if envelopes:
             self._put(entries, envelopes[-1].offset)
 
@@ -88,3 +97,8 @@ class AdjunctWriter:
         self._stored.inc(len(entries))
         if self._progress is not None:
             self._progress.records += len(entries)
+
+
+def _all(entries: Iterable[Entry]) -> Iterable[Entry]:
+    """The entries, a lazy extractor's (a generator) run to its end: its errors surface before any write."""
+    return entries if isinstance(entries, (tuple, list)) else list(entries)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
-from samsa.checkpoint.exceptions import CheckpointError
+from samsa.checkpoint.exceptions import CheckpointError, CheckpointFencedError
 from samsa.checkpoint.faults import SimulatedCrash, crash_point
 from samsa.stores.backend import Markers, TaskBackupManager
 from samsa.stores.checkpoint_dirs import (
@@ -248,6 +248,8 @@ class TaskCommitManager:
             crash_point("after-cleanup")
         except SimulatedCrash:
             raise  # the container dies here: nothing to record for a next commit
+        except CheckpointFencedError as e:
+            self._failure = e  # not an error of this commit: a newer start took over, the container says so
         except BaseException as e:
             log.error("task %s: commit failed in its async phase: %r", self.task_name, e)
             self._failure = e
@@ -271,6 +273,8 @@ class TaskCommitManager:
         if failure is not None:
             if release:
                 self._permit.release()
+            if isinstance(failure, CheckpointFencedError):
+                raise failure  # says itself why nothing more is committed (a retry is no use)
             raise CommitFailedError(
                 f"task {self.task_name}: the previous commit failed: {failure!r}; "
                 f"its offsets were not checkpointed, so its messages will be processed again"

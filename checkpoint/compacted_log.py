@@ -24,7 +24,9 @@ class LatestRecord(NamedTuple):
     timestamp: int | None
 
 
-def read_latest(consumer_config: Mapping[str, Any], topic: str) -> list[LatestRecord]:
+def read_latest(
+    consumer_config: Mapping[str, Any], topic: str, timeout_s: float = _READ_TIMEOUT_S
+) -> list[LatestRecord]:
     """The last record of each key of partition 0 of `topic`, read to its high watermark, in offset order."""
     consumer = KafkaConsumer(consumer_config)
     try:
@@ -33,12 +35,12 @@ def read_latest(consumer_config: Mapping[str, Any], topic: str) -> list[LatestRe
             return []
         consumer.assign({(topic, 0): OFFSET_BEGINNING})
         latest: dict[bytes, LatestRecord] = {}
-        deadline = time.monotonic() + _READ_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         done = False
         while not done:
             if time.monotonic() > deadline:
                 raise CheckpointError(
-                    f"reading {topic} to offset {high} took over {_READ_TIMEOUT_S}s; is the broker up?"
+                    f"reading {topic} to offset {high} took over {timeout_s}s; is the broker up?"
                 )
             for msg in consumer.consume(1000, 0.5):
                 key = msg.key()

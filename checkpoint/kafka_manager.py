@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,16 @@ from samsa.checkpoint.model import (
     encode,
     parse_key,
 )
+from samsa.checkpoint.starts import ContainerStart, fenced_message
 from samsa.checkpoint.versions import DEFAULT_READ_VERSIONS, validate_versions
 from samsa.kafka import KafkaAdmin, KafkaProducer, KafkaSystemError, TransactionError
 
+log = logging.getLogger(__name__)
+
 # Header of every checkpoint record written by a fenced (epoch-carrying) container.
 EPOCH_HEADER = "samsa.epoch"
+# How long a fenced start looks in the starts topic for the newer start's record, to name it.
+_NEWER_START_LOOKUP_S = 5.0
 # Samza's task.live.checkpoint.max.age: a lower-priority record newer by more than this wins.
 DEFAULT_LIVE_MAX_AGE_MS = 600_000
 
@@ -66,6 +72,18 @@ def choose(
     return current
 
 
+@dataclass
+class _Queued:
+    """A task's commit waiting for a transaction, and how it ended."""
+
+    task_name: str
+    versions: Sequence[int]
+    v1: Checkpoint | None
+    v2: CheckpointV2 | None
+    done: bool = False
+    error: BaseException | None = None
+
+
 def _newer_by(record: StoredCheckpoint, current: StoredCheckpoint) -> int:
     if record.timestamp is None or current.timestamp is None:
         return 0  # no times to compare: priority alone decides
@@ -84,8 +102,11 @@ class KafkaCheckpointManager:
         read_versions: Sequence[int] = DEFAULT_READ_VERSIONS,
         live_max_age_ms: int = DEFAULT_LIVE_MAX_AGE_MS,
         epoch: int | None = None,
+        starts_topic: str | None = None,
     ) -> None:
         self.topic = topic
+        #: Where a container's starts are recorded (`init_fencing`): the job's coordinator topic.
+        self.starts_topic = starts_topic
         self._client_config = dict(client_config)
         self._producer = producer
         self.read_versions = validate_versions("task.checkpoint.read.versions", read_versions)
@@ -94,8 +115,13 @@ class KafkaCheckpointManager:
         #: producer's transactional.id, and a newer start's `init_fencing` makes this one's writes fail.
         self.epoch = epoch
         self._headers = [(EPOCH_HEADER, str(epoch).encode())] if epoch is not None else None
+        #: Told once, from the commit thread that found this start fenced at the broker (the container stops).
+        self.on_fenced: Callable[[str], None] | None = None
+        self._start: ContainerStart | None = None
         self._fenced: str | None = None
         self._transaction = threading.Lock()  # commit threads of several tasks share the producer
+        self._queued: list[_Queued] = []  # commits waiting for the next transaction
+        self._queue = threading.Lock()
 
     def create_resources(self) -> None:
         """Creates the compacted single-partition topic, or checks the existing one."""
@@ -192,8 +218,9 @@ class KafkaCheckpointManager:
         self._producer.flush()
 
     # -- fencing ------------------------------------------------------------------------------------------
-    def init_fencing(self) -> None:
-        """Registers this start's transactional producer, which fences every older start's: call before
+    def init_fencing(self, start: ContainerStart | None = None) -> None:
+        """Registers this start's transactional producer, which fences every older start's, then records
+        `start` (the container's start record: a fenced start reads it to name the newer one). Call before
         reading the checkpoints, so no zombie can write one after they were read."""
         if self._producer is None or self.epoch is None:
             raise CheckpointError("fencing needs a checkpoint manager built with a producer and an epoch")
@@ -201,10 +228,29 @@ class KafkaCheckpointManager:
             self._producer.init_transactions()
         except TransactionError as e:
             raise CheckpointError(f"cannot register the checkpoint producer on {self.topic}: {e}") from e
+        if start is None:
+            return
+        if self.starts_topic is None:
+            raise CheckpointError("recording a start needs a checkpoint manager built with a starts topic")
+        self._start = start
+        topic = self.starts_topic
+        with self._transaction:
+            self._in_transaction(
+                f"container {start.container_id}'s start record",
+                lambda p: p.send(topic, start.encode(), key=start.key, partition=0, headers=self._headers),
+            )
 
     def fence(self, reason: str) -> None:
-        """No checkpoint is written from now on: the driver said a newer start of this container exists."""
-        self._fenced = reason
+        """No checkpoint is written from now on: a newer start of this container exists (`reason` says
+        which, or who said so)."""
+        if self._fenced is None:
+            self._fenced = fenced_message(self._start, self.epoch, reason)
+
+    @property
+    def fenced(self) -> str | None:
+        """Why this start may write no more checkpoints (naming the container, its job and both starts);
+        None while it may."""
+        return self._fenced
 
     def commit(
         self, task_name: str, versions: Sequence[int], v1: Checkpoint | None, v2: CheckpointV2 | None
@@ -215,28 +261,77 @@ class KafkaCheckpointManager:
             self.write_versions(task_name, versions, v1, v2)
             self.flush()
             return
-        assert self._producer is not None
+        # Group commit: the tasks' commit threads arrive together, and each transaction costs the same
+        # round trips whatever it holds; one holds every commit queued while the previous one ran.
+        mine = _Queued(task_name, versions, v1, v2)
+        with self._queue:
+            self._queued.append(mine)
         with self._transaction:
-            self._raise_if_fenced(task_name)
-            try:
-                self._producer.begin_transaction()
-                self.write_versions(task_name, versions, v1, v2)
-                self._producer.commit_transaction()
-            except KafkaSystemError as e:
-                # A fenced producer fails fatally, in the transaction call or already in the send.
-                if "FENCED" in str(e).upper():
-                    self._fenced = f"the broker rejected epoch {self.epoch}'s transaction: {e}"
-                    self._raise_if_fenced(task_name)
-                if isinstance(e, TransactionError) and e.requires_abort:
-                    self._producer.abort_transaction()
-                raise CheckpointError(
-                    f"task {task_name!r}: checkpoint transaction on {self.topic}: {e}"
-                ) from e
+            if not mine.done:
+                with self._queue:
+                    batch, self._queued = self._queued, []
+                self._commit_together(batch)  # raises a failure as is to the commit that runs it
+                return
+        if mine.error is not None:  # it went in the transaction another task's commit ran
+            if isinstance(mine.error, CheckpointFencedError):
+                raise CheckpointFencedError(str(mine.error)) from mine.error
+            raise CheckpointError(
+                f"task {task_name!r}: checkpoint not written: the transaction it shared failed: {mine.error}"
+            ) from mine.error
 
-    def _raise_if_fenced(self, task_name: str) -> None:
+    def _commit_together(self, batch: list[_Queued]) -> None:
+        """One transaction of every queued commit (under `self._transaction`): done, or failed, together."""
+        what = "task " + ", ".join(repr(q.task_name) for q in batch)
+
+        def write(producer: KafkaProducer) -> None:
+            for q in batch:
+                self.write_versions(q.task_name, q.versions, q.v1, q.v2, producer)
+
+        try:
+            self._in_transaction(what, write)
+        except BaseException as e:
+            for q in batch:
+                q.error = e
+            raise
+        finally:
+            for q in batch:
+                q.done = True
+
+    def _in_transaction(self, what: str, write: Callable[[KafkaProducer], None]) -> None:
+        """`write` in one transaction of the checkpoint producer (under `self._transaction`)."""
+        assert self._producer is not None
+        self._raise_if_fenced(what)
+        try:
+            self._producer.begin_transaction()
+            write(self._producer)
+            self._producer.commit_transaction()
+        except KafkaSystemError as e:
+            # A fenced producer fails fatally, in the transaction call or already in the send.
+            if "FENCED" in str(e).upper():
+                first = self._fenced is None
+                self.fence(self._newer_start())
+                if first and self.on_fenced is not None:
+                    self.on_fenced(self._fenced or "")
+                self._raise_if_fenced(what)
+            if isinstance(e, TransactionError) and e.requires_abort:
+                self._producer.abort_transaction()
+            raise CheckpointError(f"{what}: checkpoint transaction on {self.topic}: {e}") from e
+
+    def _newer_start(self) -> str:
+        """The start that fenced this one, from its start record (best effort: the broker does not say)."""
+        newer = None
+        if self._start is not None and self.starts_topic is not None:
+            try:
+                config = {**self._client_config, "isolation.level": "read_uncommitted"}
+                records = read_latest(config, self.starts_topic, _NEWER_START_LOOKUP_S)
+                found = [r for r in records if r.key == self._start.key and r.value is not None]
+                newer = ContainerStart.decode(found[-1].value or b"") if found else None
+            except (CheckpointError, KafkaSystemError) as e:
+                log.debug("looking up the start that fenced %s: %r", self._start.describe(), e)
+        if newer is None or newer == self._start:
+            return "a newer start of it registered the checkpoint producer at the broker"
+        return f"a newer start of it took over ({newer.describe()})"
+
+    def _raise_if_fenced(self, what: str) -> None:
         if self._fenced is not None:
-            raise CheckpointFencedError(
-                f"task {task_name!r}: checkpoint not written: this container (epoch {self.epoch}) was "
-                f"replaced by a newer start ({self._fenced}); this instance stops without committing, the "
-                f"newer one goes on"
-            )
+            raise CheckpointFencedError(f"{what}: checkpoint not written: {self._fenced}")

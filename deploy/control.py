@@ -172,20 +172,22 @@ class ControlServer:
         self._stop_requested = False
         self._closed = threading.Event()
         self._listener: socket.socket | None = None
+        self._address: tuple[str, int] | None = None
         self._acceptor: threading.Thread | None = None
 
     @property
     def address(self) -> tuple[str, int]:
-        """The (host, port) containers connect to; valid after start()."""
-        if self._listener is None:
+        """The (host, port) containers connect to; valid after start() (and still read after close())."""
+        if self._address is None:
             raise ControlError("the control server has no address before start()")
-        host, port = self._listener.getsockname()[:2]
-        return str(host), int(port)
+        return self._address
 
     def start(self) -> None:
         """Listens and accepts containers on a daemon thread, one more thread per connection."""
         self._listener = socket.create_server(self._bind)
         self._listener.settimeout(_ACCEPT_POLL_S)
+        host, port = self._listener.getsockname()[:2]
+        self._address = str(host), int(port)
         self._acceptor = threading.Thread(target=self._accept_loop, name="samsa-control-accept", daemon=True)
         self._acceptor.start()
         log.info("control server listening on %s:%d", *self.address)

@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-from samsa.deploy.restarts import CONFIG_ERROR_EXIT, RESTART_WINDOW_S, RestartBudget
+from samsa.deploy.restarts import (
+    ALREADY_RUNNING_EXIT,
+    CONFIG_ERROR_EXIT,
+    FENCED_EXIT,
+    RESTART_WINDOW_S,
+    RestartBudget,
+)
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import JobCoordinator
@@ -21,10 +27,26 @@ from samsa.runtime.run_lock import RunLock
 
 log = logging.getLogger(__name__)
 
+#: Exit statuses of a container that a restart cannot mend, with what the supervisor says before it stops.
+_NO_RESTART = {
+    CONFIG_ERROR_EXIT: "stopped on a configuration error (its log above says what to fix); a restart would "
+    "meet it again, so the job stops: fix the config and start the job again",
+    FENCED_EXIT: "was fenced by a newer start of it (its log above says which: epoch, host, pid), which runs "
+    "on; restarting it here would fence that one in turn, so this job stops. Two copies of the job (or of "
+    "this container) ran at once: keep one",
+    ALREADY_RUNNING_EXIT: "was refused: another process on this machine runs it (its log above names the pid "
+    "holding the lock); a restart would be refused the same way, so this job stops. Stop that process (a "
+    "copy left by an earlier run), then start the job again",
+}
+
 T = TypeVar("T")
 
 # How often a start waiting on the broker looks whether it was asked to stop.
 _STOP_POLL_S = 0.1
+# The environment variable giving a supervised container its supervisor's pid, and how often the container
+# looks whether that supervisor is still its parent.
+SUPERVISOR_PID_ENV = "SAMSA_SUPERVISOR_PID"
+_ORPHAN_POLL_S = 0.5
 
 
 @dataclass
@@ -74,7 +96,7 @@ class LocalSupervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=os.environ.copy(),
+            env={**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
         )
         pump = threading.Thread(target=self._pump, args=(child.container_id, child.process), daemon=True)
         pump.start()
@@ -133,14 +155,13 @@ class LocalSupervisor:
             child.done, child.rc = True, 0
             log.info("container %s finished", child.container_id)
             return
-        if rc == CONFIG_ERROR_EXIT:
-            log.error(
-                "container %s stopped on a configuration error (its log above says what to fix); a restart "
-                "would meet it again, so the job stops: fix the config and start the job again",
-                child.container_id,
-            )
+        why = _NO_RESTART.get(rc)
+        if why is not None:
+            # A restart would meet the same cause again: the job stops.
+            log.error("container %s of job %s %s", child.container_id, self.job.job_key, why)
             child.done, child.rc = True, rc
-            self.failed = self.config_error = True
+            self.failed = True
+            self.config_error = self.config_error or rc == CONFIG_ERROR_EXIT
             self._stopping = True
             return
         delay = child.restarts.next_delay(now)
@@ -209,6 +230,29 @@ def unless_stopped(call: Callable[[], T], stopped: Callable[[], bool]) -> T | No
     if error:
         raise error[0]
     return result[0]
+
+
+def stop_when_orphaned(stop: Callable[[], None], poll_s: float = _ORPHAN_POLL_S) -> threading.Thread | None:
+    """In a container the local supervisor started: calls `stop()` once when the supervisor is gone (killed
+    with -9, say: the container is then re-parented, and its parent pid changes), so the container stops
+    gracefully (final commit, lock released) instead of running on as an orphan that a new `samsa run` of
+    the job would meet as "already running". The supervisor names itself in `SAMSA_SUPERVISOR_PID`; without
+    it (a container run alone) nothing is watched and None is returned. A parent-pid watch rather than
+    Linux's PR_SET_PDEATHSIG: it works on every POSIX system and needs no signal from the kernel."""
+    named = os.environ.get(SUPERVISOR_PID_ENV)
+    if not named:
+        return None
+    supervisor = int(named)
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(poll_s)
+        log.warning("the supervisor (pid %d) is gone; stopping gracefully", supervisor)
+        stop()
+
+    thread = threading.Thread(target=watch, name="samsa-supervisor-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def install_stop_handlers(stop: Any) -> None:

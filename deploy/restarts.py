@@ -9,6 +9,14 @@ RESTART_WINDOW_S = 600.0
 # Exit status of a container stopped by a configuration error (sysexits' EX_CONFIG): a restart meets the
 # same error, so a supervisor stops the job instead of restarting it with backoff.
 CONFIG_ERROR_EXIT = 78
+# Exit status of a container fenced by a newer start of itself (another copy of it runs, on this machine's
+# behalf or elsewhere): a restart would fence that copy in turn, and the two would take the container from
+# each other in a loop, so a supervisor ends the job instead.
+FENCED_EXIT = 79
+# Exit status of a container refused because another process on this machine holds its lock (an earlier
+# copy still running): every restart is refused the same way while that one runs, so a supervisor ends the
+# job instead of restarting it in a loop.
+ALREADY_RUNNING_EXIT = 80
 # Backoff before restarting a crashed container: doubles per recent crash, capped.
 _BACKOFF_START_S = 0.5
 _BACKOFF_MAX_S = 30.0

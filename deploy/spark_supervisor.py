@@ -56,8 +56,11 @@ class SparkSupervisor:
         until_caught_up: bool = False,
         spark: Spark | None = None,
         log_level: int = logging.INFO,
+        install_stop: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
+        """`install_stop(stop)` wires the signals once the SparkContext exists (see `run`)."""
         self.job = job
+        self._install_stop = install_stop
         self.until_caught_up = until_caught_up
         self._spark = spark
         self._log_level = log_level
@@ -84,6 +87,10 @@ class SparkSupervisor:
         conf = spark_conf(self.job)
         owned = self._spark is None
         spark = self._spark or Spark(f"samsa-{self.job.job_key}", master, conf)
+        if self._install_stop is not None:
+            # A new SparkContext puts in pyspark's own SIGINT handler, which cancels every Spark job and
+            # raises KeyboardInterrupt: Samsa's go back in after it, so Ctrl-C stops as SIGTERM does.
+            self._install_stop(self.stop)
         self.control = control = ControlServer(self._secret, host=driver_host(conf, master))
         control.start()
         try:
@@ -116,6 +123,9 @@ class SparkSupervisor:
                 time.sleep(0.1)
             self._stop_all(spark)
         finally:
+            # Whatever ends the driver (an error too): no container is started or restarted any more.
+            self._stopping = True
+            self._halt.set()
             control.close()
             if owned:
                 spark.stop()
@@ -231,8 +241,9 @@ def run_spark(
     job: JobConfig, until_caught_up: bool, install_stop: Callable[[Callable[[], None]], None]
 ) -> int:
     """`samsa run --deploy spark`: the driver in this process; `install_stop(stop)` wires the signals."""
-    supervisor = SparkSupervisor(job, until_caught_up, log_level=logging.getLogger().level or logging.INFO)
-    install_stop(supervisor.stop)
+    level = logging.getLogger().level or logging.INFO
+    supervisor = SparkSupervisor(job, until_caught_up, log_level=level, install_stop=install_stop)
+    install_stop(supervisor.stop)  # and again once Spark runs (pyspark replaces the SIGINT handler)
     try:
         return supervisor.run()
     except SparkError as e:

@@ -8,7 +8,7 @@ from typing import Any
 from samsa.exactly_once.task import EosTask
 from samsa.kafka import KafkaProducer
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.exceptions import TaskError
+from samsa.runtime.exceptions import TaskError, UndeclaredOutputError
 from samsa.runtime.task import OutgoingMessage
 from samsa.serde.base import Serde, explain, fast_to_bytes
 from samsa.serde.registry import SerdeRegistry
@@ -85,7 +85,7 @@ class ExactlyOnceCollector(OutputCollector):
     def _producer_for(self, system: str, stream: str) -> KafkaProducer | None:
         ss = SystemStream(system, stream)
         if ss not in self._outputs:
-            raise TaskError(
+            raise UndeclaredOutputError(
                 f"task {self._task}: send to {ss}, which task.outputs does not list; under "
                 "job.processing.guarantee=exactly_once every output stream must be listed there"
             )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
+from samsa.adjunct.exceptions import ExtractionError
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
 from samsa.adjunct.manager import (
     MANAGER_FACTORY_KEY,
@@ -32,6 +33,7 @@ from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.checkpoint.faults import SimulatedCrash
 from samsa.checkpoint.model import AnyCheckpoint
+from samsa.checkpoint.starts import ContainerStart, StartWatch, fenced_message
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
 from samsa.runtime import metrics as m
@@ -61,6 +63,12 @@ from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
+# How often the container looks for a newer start of itself: at a commit (before it flushes anything) or
+# a fetch, once this long after the last look. A look is one round trip, which cost the loop about 1 ms on
+# a busy machine (looking at every commit cost 15% of the throughput with task.commit.ms=20); a newer
+# start restores its changelog some tens of ms after it recorded itself, and a commit's flush until then
+# is undone by that restore.
+_LOOK_EVERY_S = 0.1
 # How long closing producers may flush: a normal stop waits for every output; after a failure, briefly.
 _FLUSH_ON_STOP_S = 60.0
 _FLUSH_AFTER_FAILURE_S = 5.0
@@ -96,7 +104,8 @@ class ContainerHooks:
     chooser: Chooser | None = None
     #: Makes the container's producers from their client config (default: `KafkaProducer`).
     producer_factory: Callable[[dict[str, Any]], KafkaProducer] | None = None
-    #: Wall time in seconds, the same on every host: numbers exactly-once source tasks' versions.
+    #: Wall time in seconds, the same on every host: numbers exactly-once source tasks' versions, and dates
+    #: a start (its epoch, when no driver gives one).
     version_clock: Callable[[], float] = time.time
 
 
@@ -122,11 +131,18 @@ class Container:
         self._lock: RunLock | None = None
         self.model = model
         self.until_caught_up = until_caught_up
-        #: This start's epoch from a supervising driver (Spark): checkpoints are then written in
-        #: transactions that fence every older start of the container.
-        self.epoch = epoch
+        #: Which start of the container this is: a supervising driver's epoch (Spark: 1, 2, ... per start),
+        #: else the start's wall time in epoch ms. Messages and the checkpoint records' `samsa.epoch` header
+        #: show it; the fencing itself is the broker's: every start registers the one transactional.id of
+        #: the container's checkpoint producer, which fences all older starts (`_checkpoint_client_config`).
+        self._started_ms = int(self._hooks.version_clock() * 1000)
+        self.epoch = epoch if epoch is not None else self._started_ms
+        #: A driver started it and knows of its other starts (Spark): see `_take_lock`.
+        self._driven = epoch is not None
         self._phase = "starting"
         self._fenced: str | None = None
+        self._start_watch: StartWatch | None = None
+        self._next_look = 0.0  # when the loop's fetches next look for a newer start
         self.registry = m.MetricsRegistry()
         self._loop: RunLoop | None = None
         self._stop_requested = False
@@ -156,7 +172,17 @@ class Container:
             self._loop.stop()
 
     def fence(self, reason: str) -> None:
-        """A newer start of this container exists: stop without writing another checkpoint."""
+        """A newer start of this container exists: stop without writing another checkpoint, and without
+        writing anything else (as if killed): `reason` says which start, or who said so."""
+        if self._phase == "crashed":
+            return  # a crashed container (a test driver's) restarted in this process: nothing to stop
+        if self._fenced is None:
+            log.warning(
+                "container %s (epoch %s) stops without a commit: %s",
+                self.model.id,
+                self.epoch,
+                reason,
+            )
         self._fenced = reason
         self._checkpoints.fence(reason)
         self.stop()
@@ -170,21 +196,20 @@ class Container:
                 done = sum(min(p.records, p.total_records or 0) for p in progress)
                 return self._phase, done / max(1, sum(totals))
             return self._phase, None
-        if self._stop_requested and self._phase == "running":
+        if self._phase == "crashed" or (self._stop_requested and self._phase == "running"):
             return "stopping", None
         return self._phase, None
 
     def _checkpoint_client_config(self) -> dict[str, Any]:
         config = client_config(self.job, checkpoint_system(self.job), "producer")
-        if self.epoch is not None:
-            # One id per container, the same at every start: a start registering it fences the older ones.
-            config["transactional.id"] = f"samsa-checkpoint-{self.job.job_key}-container-{self.model.id}"
-        else:
-            # Not idempotent: a new idempotent producer delivers nothing before librdkafka has its producer
-            # id (a 500 ms timer; the start-up commit waited up to a second for it). Checkpoint records need
-            # no idempotence: they overwrite by key, and a task's records are acknowledged (flushed) before
-            # its next commit writes any, so a retry never lands after a newer record.
-            config.setdefault("enable.idempotence", False)
+        # One id per container, the same at every start (any host, any deployment): a start registering it
+        # fences the older ones, whose checkpoint transactions then fail. A transactional producer is
+        # idempotent whatever the system's producer settings say.
+        config["transactional.id"] = f"samsa-checkpoint-{self.job.job_key}-container-{self.model.id}"
+        config.pop("enable.idempotence", None)
+        # Connected to every broker at once, init_transactions takes 1-3 ms on the dev broker; with sparse
+        # connections it waited for librdkafka's connection timers: 53 ms, and 503 ms one start in three.
+        config.setdefault("enable.sparse.connections", False)
         return config
 
     # -- start ------------------------------------------------------------------------------------
@@ -461,6 +486,12 @@ class Container:
         """Each task's commit: its input offsets captured first, then the blocking snapshot phase; the
         upload and the checkpoint record follow off the loop (or before returning, with `wait`)."""
         assert self._state is not None
+        # Before anything is flushed: a start fenced by a newer one must not add its cached writes to the
+        # changelog the newer one restored from.
+        if self._clock() >= self._next_look:
+            self._look_for_newer_start()
+        if self._fenced is not None:
+            raise self._fenced_error()
         if self._eos is not None:
             self._commit_exactly_once(tasks)
             return
@@ -507,17 +538,24 @@ class Container:
         if isinstance(error, SchemaRegistryError):
             raise error  # the registry is down: an outage, not a bad message to skip or park
         policy = self.job.deserialization_policy
-        serde, serde_name = (
-            (buf.key_serde, buf.key_serde_name) if part == "key" else (buf.msg_serde, buf.msg_serde_name)
-        )
-        raw = msg.key() if part == "key" else msg.value()
-        error = explain(serde.from_bytes, raw, error) if raw is not None else error
         where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"
-        reason = f"cannot deserialize the {part} with serde {serde_name!r}: {error}"
+        if isinstance(error, ExtractionError):
+            # An adjunct stream's message that decodes but yields nothing to store (a bad CDC event).
+            reason, fix = error.reason, "the producer or the store's adstore.key.value.extractor.factory"
+        else:
+            serde, serde_name = (
+                (buf.key_serde, buf.key_serde_name) if part == "key" else (buf.msg_serde, buf.msg_serde_name)
+            )
+            raw = msg.key() if part == "key" else msg.value()
+            error = explain(serde.from_bytes, raw, error) if raw is not None else error
+            reason, fix = (
+                f"cannot deserialize the {part} with serde {serde_name!r}: {error}",
+                "the producer or the serde",
+            )
         if policy == "fail":
             raise MessageDeserializationError(
-                f"{where} (system {buf.ssp.system}): {reason}. Fix the producer or the serde, or set "
-                f"task.deserialization.error.policy to skip or dlq"
+                f"{where} (system {buf.ssp.system}): {reason}. Fix {fix}, or set "
+                f"task.deserialization.error.policy to skip or dlq to get past the message"
             ) from error
         counter_key = (buf.task.name, buf.ssp.stream)
         counter = self._bad_messages.get(counter_key)
@@ -567,7 +605,8 @@ class Container:
         """Everything before the loop: clients, restore, tasks, the start-up commit. Returns the loop ready
         to `run` or `step`, then `finish`; None when stopped while restoring (all released)."""
         kafka_systems = [name for name, s in self.job.systems.items() if s.kafka_clients]
-        if self.epoch is None:
+        if not self._driven:
+            # Before fencing: a second start on this machine is refused and leaves the running one be.
             self._take_lock()
         with self._released_on_failure():
             for system in kafka_systems:
@@ -578,10 +617,8 @@ class Container:
             self._checkpoints = checkpoint_manager(
                 self.job, self._checkpoint_producer, read_versions, self.epoch
             )
-            if self.epoch is not None:
-                self._checkpoints.init_fencing()
-                if self._fenced is not None:
-                    self._checkpoints.fence(self._fenced)
+            self._fence_older_starts()
+            if self._driven:
                 # Once older starts are fenced: they stop at their next commit (or the driver's word).
                 self._take_lock()
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
@@ -616,6 +653,8 @@ class Container:
             except RestoreInterrupted:
                 if not self._stop_requested:
                     raise
+                if self._fenced is not None:
+                    raise self._fenced_error() from None
                 log.info("stopped while restoring; nothing processed, nothing committed")
                 self._bootstrapped()
                 self._release(failed=False)
@@ -679,6 +718,26 @@ class Container:
                 self._bootstrap_reporter.__enter__()
             return self._loop
 
+    def _fence_older_starts(self) -> None:
+        """Registers the checkpoint producer, which fences every older start of this container wherever it
+        runs, and records this start. An older start still running learns of it from its `StartWatch` at
+        its next fetch, or at the latest when its next checkpoint transaction fails, and stops without
+        committing."""
+        start = ContainerStart.here(self.job.job_key, self.model.id, self.epoch, self._started_ms)
+        if self._fenced is not None:
+            # Told before it registered (by its driver): registering now would fence the newer start.
+            raise CheckpointFencedError(fenced_message(start, self.epoch, self._fenced))
+        assert self._checkpoints.starts_topic is not None
+        self._start_watch = StartWatch(
+            client_config(self.job, checkpoint_system(self.job)), self._checkpoints.starts_topic
+        )
+        self._start_watch.begin()
+        self._checkpoints.on_fenced = self.fence
+        self._checkpoints.init_fencing(start)
+        self._start_watch.watch_for(start)
+        if self._fenced is not None:  # told meanwhile
+            self._checkpoints.fence(self._fenced)
+
     def _take_lock(self) -> None:
         """Refuses a second start of this container on this machine (two would share, and delete each
         other's, store files), then writes the pid file. A start under a newer epoch (Spark) waits for the
@@ -687,7 +746,7 @@ class Container:
             pid_dir(self.job) / f"container-{self.model.id}.lock",
             f"container {self.model.id} of job {self.job.job_key}",
         )
-        wait_s = 0.0 if self.epoch is None else (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000
+        wait_s = (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000 if self._driven else 0.0
         lock.acquire(wait_s, self._restore_stop.is_set)
         self._lock = lock
         self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
@@ -714,10 +773,7 @@ class Container:
             self._phase = "stopping"
             self._bootstrapped()
             if self._fenced is not None:
-                raise CheckpointFencedError(
-                    f"container {self.model.id} (epoch {self.epoch}) stopped without committing: "
-                    f"{self._fenced}"
-                )
+                raise self._fenced_error()
             self.commit(self._tasks, wait=True)
             if self._eos is not None:
                 for ti in self._tasks:
@@ -728,6 +784,11 @@ class Container:
         self._release(failed=False)
         return self._loop.caught_up
 
+    def _fenced_error(self) -> CheckpointFencedError:
+        return CheckpointFencedError(
+            self._checkpoints.fenced or f"container {self.model.id} (epoch {self.epoch}): {self._fenced}"
+        )
+
     @contextmanager
     def _released_on_failure(self) -> Iterator[None]:
         """A simulated crash dies in place; any other failure closes the tasks and clients and goes up."""
@@ -736,8 +797,12 @@ class Container:
         except SimulatedCrash:
             self.crash()
             raise
-        except BaseException:
-            self._fail()
+        except BaseException as e:
+            if isinstance(e, CheckpointFencedError) or self._fenced is not None:
+                # A newer start took over: its state must not meet this one's cached writes or outputs.
+                self.crash()
+            else:
+                self._fail()
             raise
 
     def _fail(self) -> None:
@@ -749,10 +814,11 @@ class Container:
             self._release(failed=True)
 
     def crash(self) -> None:
-        """Dies in place like kill -9 (for the deterministic scheduler; idempotent): no final commit, no
-        `close` of the tasks, no flush of store caches or producers. Queued commit work is dropped, sends
-        a test's producer still buffers are lost, and the stores' engines, consumers and producers are
-        released so that a new container of the same model can start in this process and restore."""
+        """Dies in place like kill -9 (for the deterministic scheduler, and when fenced; idempotent): no
+        final commit, no `close` of the tasks, no flush of store caches or producers. Queued commit work is
+        dropped, sends a test's producer still buffers are lost, and the stores' engines, consumers and
+        producers are released so that a new container of the same model can start in this process and
+        restore."""
         if self._phase == "crashed":
             return
         self._phase = "crashed"
@@ -764,6 +830,8 @@ class Container:
         closers: list[Callable[[], None]] = [a for a in abandon if a is not None]
         closers += [c.close for c in self._consumers.values()]
         closers += [partial(p.close, 0) for p in self._all_producers()]
+        if self._start_watch is not None:
+            closers.append(self._start_watch.close)
         if self._server is not None:
             closers.append(self._server.stop)
         for close in closers:
@@ -796,9 +864,12 @@ class Container:
         server = self._server
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
+        if self._start_watch is not None:
+            closers.append(self._start_watch.close)
         closers += [c.close for c in self._consumers.values()]
         if self._state is not None:
-            closers.append(self._state.close)
+            # After a failure, uploads in flight are abandoned: they could retry for many minutes.
+            closers.append(partial(self._state.close, abandon=failed))
         closers += [partial(p.close, flush_s) for p in self._producers.values()]
         if self._checkpoint_producer is not None:
             closers.append(partial(self._checkpoint_producer.close, flush_s))
@@ -832,8 +903,22 @@ class Container:
         )
 
     def _poll_producers(self) -> None:
+        """With every fetch: serves the producers' delivery reports, and looks for a newer start now and
+        then."""
         for producer in self._producers.values():
             producer.poll(0)
+        if self._clock() >= self._next_look:
+            self._look_for_newer_start()
+
+    def _look_for_newer_start(self) -> None:
+        """One round trip (the start records' high watermark); stops the container when a newer start of it
+        recorded itself."""
+        watch = self._start_watch
+        self._next_look = self._clock() + _LOOK_EVERY_S
+        if watch is not None and self._fenced is None:
+            newer = watch.look()
+            if newer is not None:
+                self.fence(f"a newer start of it took over ({newer.describe()})")
 
     def _high_watermarks(self, include: Any) -> dict[SystemStreamPartition, int]:
         return {

@@ -54,6 +54,7 @@ def checkpoint_manager(
         producer,
         read_versions=read_versions,
         epoch=epoch,
+        starts_topic=coordinator_topic(job),
     )
 
 
@@ -99,7 +100,10 @@ class JobCoordinator:
 
     def read_model(self) -> JobModel | None:
         """The published job model, or None when none was published yet."""
-        records = read_latest(client_config(self.job, self._system), self._topic)
+        # The model is never written in a transaction; the containers' start records beside it are: a
+        # start killed inside one must not hold up every reader until its transaction times out.
+        config = {**client_config(self.job, self._system), "isolation.level": "read_uncommitted"}
+        records = read_latest(config, self._topic)
         for record in records:
             if record.key == _MODEL_KEY and record.value is not None:
                 return JobModel.from_json(record.value)

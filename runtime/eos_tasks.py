@@ -25,6 +25,7 @@ from samsa.runtime.exceptions import ContainerError
 from samsa.runtime.run_loop import PartitionBuffer
 from samsa.runtime.state import ContainerState
 from samsa.runtime.task_instance import TaskInstance
+from samsa.runtime.validation import check_exactly_once_sinks
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.storage_manager import task_dir_name
 from samsa.streams import SystemStream, SystemStreamPartition
@@ -92,14 +93,7 @@ class ExactlyOnceTasks:
         grouped = [ss for ss in job.inputs if ss not in {p.system_stream for p in job.broadcast}]
         job_tasks = max((counts[ss] for ss in grouped), default=0)
         system = checkpoint_system(job)
-        for ss in job.outputs:
-            if not job.intermediate(ss) and ss.system != system:
-                raise ContainerError(
-                    f"task.outputs: {ss} is an exactly-once sink on system {ss.system!r}, but the "
-                    f"checkpoints are on {system!r}: a sink's records and the checkpoint go in one Kafka "
-                    "transaction, so sinks must be on the checkpoint system (or mark the stream "
-                    "samza.intermediate)"
-                )
+        check_exactly_once_sinks(job)
         outputs = {
             ss: (self._producers[ss.system].send, counts[ss]) for ss in job.outputs if job.intermediate(ss)
         }
@@ -147,11 +141,16 @@ class ExactlyOnceTasks:
                 future.result()
 
     def mark_inputs(self, buffers: Sequence[PartitionBuffer]) -> None:
-        """Routes the intermediate inputs of aligned tasks through their aligners."""
+        """Routes the intermediate inputs of aligned tasks through their aligners; the other inputs of
+        `process` refuse exactly-once records (the upstream job writes them as intermediate, this one does
+        not read them so: its control records would reach `process`)."""
         for buf in buffers:
             eos = buf.task.eos
-            if eos is not None and eos.aligner is not None and buf.handler is None:
-                buf.eos = self.job.intermediate(buf.ssp.system_stream)
+            if eos is None or buf.handler is not None:
+                continue
+            intermediate = self.job.intermediate(buf.ssp.system_stream)
+            buf.eos = intermediate and eos.aligner is not None
+            buf.refuse_eos = not intermediate
 
     def announce(self, tasks: Sequence[TaskInstance]) -> None:
         """After the start-up checkpoint made the new generations durable: the restore commands."""

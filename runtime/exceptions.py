@@ -15,6 +15,11 @@ class TaskError(RuntimeSamsaError):
     """A task failed while processing, windowing, committing or closing."""
 
 
+class UndeclaredOutputError(TaskError, InvalidConfigError):
+    """An exactly-once task sent to a stream `task.outputs` does not list: every restart sends there again
+    (a config fix, not a restart, mends it)."""
+
+
 class UserCodeError(TaskError):
     """The task's own code (`init`, `process`, `window`) raised; `__cause__` is what it raised, whose
     traceback the CLI shows."""
@@ -30,3 +35,8 @@ class JobModelError(RuntimeSamsaError):
 
 class ContainerError(RuntimeSamsaError):
     """A container could not start or stopped abnormally."""
+
+
+class ContainerAlreadyRunningError(ContainerError):
+    """Another process on this machine holds the container's lock: a restart here is refused the same way
+    for as long as that one runs, so a supervisor ends the job instead of restarting it in a loop."""

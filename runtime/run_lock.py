@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from samsa.runtime.exceptions import ContainerError
+from samsa.runtime.exceptions import ContainerAlreadyRunningError
 
 _RETRY_S = 0.1
 
@@ -28,7 +28,7 @@ class RunLock:
 
     def acquire(self, wait_s: float = 0.0, stopped: Callable[[], bool] | None = None) -> None:
         """Takes the lock, waiting up to `wait_s` for a holder to go (or until `stopped()`); raises
-        ContainerError naming the holder when it is still held."""
+        ContainerAlreadyRunningError naming the holder when it is still held."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A new open file description per attempt: flock conflicts between two of them even in one process.
         file = self.path.open("a+")
@@ -41,7 +41,7 @@ class RunLock:
                 if time.monotonic() >= deadline or (stopped is not None and stopped()):
                     holder = self._holder()
                     file.close()
-                    raise ContainerError(
+                    raise ContainerAlreadyRunningError(
                         f"{self._what} is already running here (pid {holder}, lock file {self.path}); "
                         "stop it first"
                     ) from None

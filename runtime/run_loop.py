@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from samsa.adjunct.exceptions import ExtractionError
 from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, Rewind
 from samsa.exactly_once.buffer import BufferedMessage
 from samsa.exactly_once.exceptions import ProtocolError
@@ -54,7 +55,10 @@ Step = tuple[Any, ...]
 
 
 class StoreWriter(Protocol):
-    """Takes a partition's messages instead of the task's `process`, a chunk at a time (an adjunct store)."""
+    """Takes a partition's messages instead of the task's `process`, a chunk at a time (an adjunct store).
+
+    `write` raises `ExtractionError` for a message it cannot store before it writes anything of the
+    chunk: the run loop hands that message to the bad-message policy and writes the others again."""
 
     #: Whether `write_pairs` may take the messages' decoded (key, value) pairs instead of envelopes.
     plain: bool
@@ -83,6 +87,7 @@ class PartitionBuffer:
         "msg_serde_name",
         "paused",
         "pos",
+        "refuse_eos",
         "ssp",
         "task",
         "tasks",
@@ -121,6 +126,9 @@ class PartitionBuffer:
         self.eos = False
         #: Held back (out of the ready queue, paused) while the task's exactly-once buffer is full.
         self.held = False
+        #: An input of an exactly-once job not marked intermediate: a record with the exactly-once header
+        #: fails the task before `process` sees it (the job's intermediate flags disagree).
+        self.refuse_eos = False
 
     @property
     def pending(self) -> int:
@@ -131,6 +139,27 @@ class PartitionBuffer:
         if self.tasks is None:
             return self.task.offsets[self.ssp]
         return min(ti.offsets[self.ssp] for ti in self.tasks)
+
+
+def _not_intermediate(buf: PartitionBuffer, msg: RawMessage) -> ProtocolError:
+    """A record of an exactly-once producer on an input this exactly-once job does not mark intermediate."""
+    try:
+        tag = classify_message(msg)
+    except ProtocolError as e:
+        return e
+    kind = {Marker: "a checkpoint marker", RestoreCommand: "a restore command"}.get(
+        type(tag), "a data record"
+    )
+    system, stream, _ = buf.ssp
+    return ProtocolError(
+        f"{kind} of an exactly-once job (it has the {HEADER} header) on input {system}.{stream}, which this "
+        f"job does not mark intermediate: the upstream job writes the stream as intermediate. Set "
+        f"systems.{system}.streams.{stream}.samza.intermediate: true on this (downstream) job too, or remove "
+        "it from the upstream job; the record was not handed to process() and is read again after the fix",
+        topic=stream,
+        partition=msg.partition(),
+        offset=msg.offset(),
+    )
 
 
 class RunLoop:
@@ -245,7 +274,7 @@ class RunLoop:
         now = self._clock()
         if now >= self._next_timer:
             commits = tuple(t.name for t in self._tasks if t.next_commit <= now)
-            windows = tuple(t.name for t in self._tasks if t.next_window <= now)
+            windows = tuple(t.name for t in self._tasks if t.next_window <= now and not self._bootstrapping)
             self._fire_timers(now)
             return ("timer", commits, windows)
         ready = self._ready
@@ -325,6 +354,7 @@ class RunLoop:
         mono = self._clock
         next_timer = self._next_timer
         envelope = IncomingMessageEnvelope
+        refuse_eos = buf.refuse_eos
         last = -1
         count = 0
         try:
@@ -332,6 +362,10 @@ class RunLoop:
                 msg = msgs[pos]
                 pos += 1
                 offset = msg.offset()
+                headers = msg.headers()
+                if refuse_eos and headers and any(name == HEADER for name, _ in headers):
+                    pos -= 1
+                    raise _not_intermediate(buf, msg)
                 raw_key = msg.key()
                 raw_value = msg.value()
                 try:
@@ -346,9 +380,7 @@ class RunLoop:
                     self._on_bad_message(buf, msg, "message", e)
                     last = offset
                     continue
-                env = envelope(
-                    system, stream, partition, offset, key, value, msg.timestamp()[1], msg.headers()
-                )
+                env = envelope(system, stream, partition, offset, key, value, msg.timestamp()[1], headers)
                 start = perf()
                 try:
                     process(env, collector, coordinator)
@@ -667,19 +699,48 @@ class RunLoop:
                     system, stream, partition, offset, key, value, msg.timestamp()[1], msg.headers()
                 )
             )
-        try:
-            writer.write(envelopes)
-        except Exception as e:
-            raise TaskError(
-                f"task {buf.task.name}: writing {stream}#{partition} offsets {msgs[first].offset()} to "
-                f"{last} into its store failed: {e!r}; they are not checkpointed and are read again after "
-                "a restart"
-            ) from e
+        self._write_envelopes(buf, writer, envelopes, msgs[first].offset(), last)
         buf.pos = len(msgs)
         self._buffered -= len(msgs) - first
         if last >= 0:
             buf.task.offsets[buf.ssp] = last + 1
         buf.task.processed.inc(len(envelopes))
+
+    def _write_envelopes(
+        self,
+        buf: PartitionBuffer,
+        writer: StoreWriter,
+        envelopes: list[IncomingMessageEnvelope],
+        lo: int,
+        hi: int,
+    ) -> None:
+        """`writer.write(envelopes)`; a message whose entries cannot be extracted (an `ExtractionError`,
+        raised before anything of the chunk is written) goes to the bad-message policy, and the messages
+        around it are written without it."""
+        rest = envelopes
+        while True:
+            try:
+                writer.write(rest)
+                return
+            except ExtractionError as e:
+                bad = next((i for i, env in enumerate(rest) if env.offset == e.offset), None)
+                if bad is None or e.partition != buf.ssp.partition or e.stream != buf.ssp.stream:
+                    raise self._write_failed(buf, lo, hi, e) from e
+                error: Exception = e
+            except Exception as e:
+                raise self._write_failed(buf, lo, hi, e) from e
+            if bad:
+                self._write_envelopes(buf, writer, rest[:bad], lo, hi)
+            msg = next(m for m in buf.messages if m.offset() == rest[bad].offset)
+            self._on_bad_message(buf, msg, "extraction", error)
+            rest = rest[bad + 1 :]
+
+    @staticmethod
+    def _write_failed(buf: PartitionBuffer, lo: int, hi: int, e: Exception) -> TaskError:
+        return TaskError(
+            f"task {buf.task.name}: writing {buf.ssp.stream}#{buf.ssp.partition} offsets {lo} to {hi} into "
+            f"its store failed: {e!r}; they are not checkpointed and are read again after a restart"
+        )
 
     def _write_pairs(self, buf: PartitionBuffer, writer: StoreWriter, chunk: list[RawMessage]) -> bool:
         """The common case, fast: every message of the chunk decodes; keyless ones have nothing to store.
@@ -785,6 +846,7 @@ class RunLoop:
                 consumer.resume(others)
         self._ready.extend(self._held)
         self._held = []
+        self._reschedule()  # the windows that waited are due now
         log.info("bootstrap streams caught up; processing all inputs")
         if self._on_bootstrapped is not None:
             self._on_bootstrapped()
@@ -800,14 +862,19 @@ class RunLoop:
 
     # -- timers and requests ----------------------------------------------------------------------
     def _reschedule(self) -> None:
-        self._next_timer = min((min(t.next_commit, t.next_window) for t in self._tasks), default=float("inf"))
+        # While bootstrap streams catch up, window() waits like process(): it would see partial stores.
+        windows = not self._bootstrapping
+        self._next_timer = min(
+            (min(t.next_commit, t.next_window if windows else t.next_commit) for t in self._tasks),
+            default=float("inf"),
+        )
 
     def _fire_timers(self, now: float) -> None:
         due = [t for t in self._tasks if t.next_commit <= now]
         if due:
             self._commit(due)
         for t in self._tasks:
-            if t.next_window <= now:
+            if t.next_window <= now and not self._bootstrapping:
                 t.window()
                 if t.window_interval:
                     t.next_window = self._clock() + t.window_interval  # the loop's clock, maybe virtual

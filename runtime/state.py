@@ -336,14 +336,18 @@ class ContainerState:
     def has_durable_stores(self) -> bool:
         return any(b.durable for b in self.storage.store_backends.values())
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)  # an async phase in flight still uses its backup managers
+    def close(self, abandon: bool = False) -> None:
+        """Waits for the commit in flight (a graceful stop's final commit), then releases the backends.
+        `abandon` (after a failure): the commits and uploads in flight are not waited for, queued ones are
+        dropped, and blob requests stop retrying (an unreachable blob store would hold the container for
+        blobstore.retry.max.duration.ms); what they do not finish is not checkpointed, its blobs expire."""
+        self._pool.shutdown(wait=not abandon, cancel_futures=abandon)
         for manager in self.commit_managers.values():
             manager.close()
         if self._changelog_factory is not None:
             self._changelog_factory.close()
         if self._blob_factory is not None:
-            self._blob_factory.close()
+            self._blob_factory.close(abandon)
 
     def crash(self) -> None:
         """Releases what a killed process would lose, without flushing or committing anything: queued

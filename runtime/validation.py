@@ -70,10 +70,33 @@ def check_job(job: JobConfig) -> None:
             raise ConfigError(
                 f"stores.{store}.factory is required: stores.{store}.adstore.input names store {store!r}"
             )
-    _check_blob_checkpoints(
-        job, [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
-    )
+    _check_blob_checkpoints(job, blob_backed_stores(job))
     _check_stream_keys(job, specs)
+    check_exactly_once_sinks(job)
+
+
+def check_exactly_once_sinks(job: JobConfig) -> None:
+    """Under exactly-once, every sink (an output not marked intermediate) is on the checkpoint system: its
+    records and the checkpoint go in one Kafka transaction."""
+    from samsa.runtime.coordinator import checkpoint_system  # it imports this module
+
+    if not job.exactly_once:
+        return
+    system = checkpoint_system(job)
+    for ss in job.outputs:
+        if not job.intermediate(ss) and ss.system != system:
+            raise ConfigError(
+                f"task.outputs: {ss} is an exactly-once sink on system {ss.system!r}, but the checkpoints "
+                f"are on {system!r}: a sink's records and the checkpoint go in one Kafka transaction, so "
+                f"sinks must be on the checkpoint system (task.checkpoint.system), or mark the stream "
+                f"systems.{ss.system}.streams.{ss.stream}.samza.intermediate=true"
+            )
+
+
+def blob_backed_stores(job: JobConfig) -> list[str]:
+    """The stores whose backups go to the blob store (`stores.<s>.backup.factories` naming it)."""
+    specs = store_specs(job.config)
+    return [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
 
 
 def job_streams(job: JobConfig, changelogs: Mapping[str, SystemStream]) -> dict[SystemStream, str]:

@@ -115,6 +115,10 @@ class TaskStoresContext:
     #: Store name -> the `SnapshotGate` above its engine (durable RocksDB stores the task writes): the
     #: commit holds their writes at its snapshot and checkpoints them off the loop thread.
     gates: dict[str, Any] = field(default_factory=dict)
+    #: Stores another backend restored from a checkpoint without a changelog marker for them, whose
+    #: changelog (newly added, or not written for a while) the changelog backend makes complete again: it
+    #: takes the restored local checkpoint dir over, like a tail, and writes the whole store to the changelog.
+    seeded: frozenset[str] = frozenset()
 
 
 class StateBackendFactory(Protocol):

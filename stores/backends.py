@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from samsa.stores.backend import Markers
-from samsa.stores.exceptions import StoreConfigError
+from samsa.stores.exceptions import RestoreSourceError, StoreConfigError
 from samsa.stores.factory import ROCKSDB, StoreSpec
 
 CHANGELOG = "changelog"
@@ -29,11 +29,19 @@ class StoreBackends:
     def durable(self) -> bool:
         return bool(self.backup)
 
-    def restore_from(self, store: str, markers: Mapping[str, Markers] | None) -> str | None:
-        """The first restore factory with a marker for `store` in the checkpoint, else the first one."""
+    def restore_from(self, store: str, markers: Mapping[str, Markers] | None, task: str = "") -> str | None:
+        """The first restore factory with a marker for `store` in the checkpoint, else the first one.
+
+        A checkpoint that has markers for `store`, but none from a restore factory, is refused
+        (`RestoreSourceError`): restoring it from a backend the checkpoint does not cover would silently
+        start from other state (a changelog with no marker holds at most the writes since it was added).
+        """
         for backend in self.restore:
             if markers and store in markers.get(backend, {}):
                 return backend
+        holders = sorted(b for b, stores in (markers or {}).items() if store in stores)
+        if holders:
+            raise RestoreSourceError(store, task, holders, self.restore)
         return self.restore[0] if self.restore else None
 
 

@@ -50,3 +50,23 @@ class ReadOnlyStoreError(StoreError):
             f"store {name!r} is read-only: it is an adjunct store kept by the system from {fed_by}; "
             "write to the stream instead, or use another store for the task's own state"
         )
+
+
+class RestoreSourceError(StoreError):
+    """A store's checkpoint has markers only from backends that are not among its restore factories."""
+
+    def __init__(self, store: str, task: str, holders: Iterable[str], restore: Iterable[str]) -> None:
+        self.store = store
+        self.task = task
+        self.holders = list(holders)
+        self.restore = list(restore)
+        of_task = f" of task {task!r}" if task else ""
+        first = self.holders[0]
+        suggested = ",".join([first, *(b for b in self.restore if b != first)])
+        super().__init__(
+            f"store {store!r}{of_task}: its checkpoint has state from {', '.join(self.holders)} only, but "
+            f"the store restores from {', '.join(self.restore) or 'nothing'}, which would silently lose that "
+            f"state; set stores.{store}.restore.factories={suggested} (with {first} in "
+            f"stores.{store}.backup.factories too): the store then restores from {first} and seeds the "
+            "changelog with its contents"
+        )

@@ -84,17 +84,21 @@ class StoreRestore:
         task: str,
         primary: Callable[[], TaskRestoreManager],
         changelog: Callable[[], TaskRestoreManager] | None,
+        seed: bool = False,
     ) -> None:
+        """`seed`: `changelog` seeds the changelog from the restored store (the checkpoint has no marker of
+        it, so it is no fallback: it may hold only the writes since it was added)."""
         self.store = store
         self.task = task
         self._primary = primary
         self._changelog = changelog
+        self._seed = seed
 
     def restore(self, stop: threading.Event) -> None:
         try:
             self._restore_with(self._primary, stop)
         except SNAPSHOT_UNUSABLE as e:
-            if self._changelog is None:
+            if self._changelog is None or self._seed:
                 raise
             log.warning(
                 "store %s of task %s: restoring from its changelog instead of the blob store: %s",
@@ -253,7 +257,7 @@ class ContainerStorage:
             task_markers = markers.get(task.name)
             checkpoint_id = checkpoint_ids.get(task.name)
             for name, backends in self.store_backends.items():
-                backend = backends.restore_from(name, task_markers)
+                backend = backends.restore_from(name, task_markers, task.name)
                 if backend is None:
                     continue
                 # One manager per store: every store of every task restores in parallel.
@@ -283,16 +287,16 @@ class ContainerStorage:
     ) -> StoreRestore:
         """The restore of one store from `backend`, followed by its changelog tail when it has one."""
         changelog_markers = dict(task_markers.get(CHANGELOG, {})) if task_markers else None
-        tail = (
-            backend != CHANGELOG
-            and CHANGELOG in self.store_backends[store].backup
-            and changelog_markers is not None
-            and store in changelog_markers
-        )
-        sub = self._subset(context, [store], task_markers, tail)
         backend_markers = dict(task_markers.get(backend, {})) if task_markers else None
+        logged = backend != CHANGELOG and CHANGELOG in self.store_backends[store].backup
+        tail = logged and changelog_markers is not None and store in changelog_markers
+        # Restored from a snapshot whose checkpoint has no changelog marker: the changelog was added (or
+        # written again) since, and holds at most the writes since then. Seeded from the restored store
+        # before the first commit records its marker, it is a complete restore source from then on.
+        seed = logged and not tail and backend_markers is not None and store in backend_markers
+        sub = self._subset(context, [store], task_markers, tail or seed, seed)
         changelog: Callable[[], TaskRestoreManager] | None = None
-        if tail:
+        if tail or seed:
 
             def changelog() -> TaskRestoreManager:
                 return self._opened(CHANGELOG, sub, changelog_markers, checkpoint_id)
@@ -300,7 +304,7 @@ class ContainerStorage:
         def primary() -> TaskRestoreManager:
             return self._opened(backend, sub, backend_markers, checkpoint_id)
 
-        return StoreRestore(store, context.task_name, primary, changelog)
+        return StoreRestore(store, context.task_name, primary, changelog, seed)
 
     def _opened(
         self,
@@ -324,6 +328,7 @@ class ContainerStorage:
         stores: list[str],
         task_markers: Mapping[str, Markers] | None = None,
         tail: bool = False,
+        seed: bool = False,
     ) -> TaskStoresContext:
         sub = TaskStoresContext(
             context.job_key,
@@ -337,6 +342,7 @@ class ContainerStorage:
             frozenset(stores) if tail else frozenset(),
             context.restored_from,
             context.exactly_once,
+            seeded=frozenset(stores) if seed else frozenset(),
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))

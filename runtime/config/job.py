@@ -220,6 +220,13 @@ class JobConfig:
                 "task sends to (markers go to every partition of the intermediate ones, the others are "
                 "written in transactions)"
             )
+        if self.commit_ms <= 0:
+            raise ConfigError(
+                f"task.commit.ms={self.commit_ms}: job.processing.guarantee=exactly_once needs a positive "
+                "commit interval: source tasks cut and number their versions by it (version = now / "
+                "task.commit.ms), so without one nothing is committed or sent downstream until the job "
+                "stops; set task.commit.ms to a positive number of milliseconds (default 60000)"
+            )
         broadcast = sorted(
             {str(p.system_stream) for p in self.broadcast} - {str(s) for s in self.adjunct_inputs.values()}
         )

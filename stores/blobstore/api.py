@@ -68,3 +68,7 @@ class BlobStoreManager(Protocol):
 
     def close(self) -> None:
         """Releases the client; requests in flight finish first."""
+
+    def abandon(self) -> None:
+        """After a failure: refuses new requests, drops queued ones and stops retrying those in flight,
+        without waiting for them (a blob they still write has its TTL: it expires uncommitted)."""

@@ -163,8 +163,17 @@ class BlobStoreBackendFactory:
     def admin(self, stores: Mapping[str, Mapping[str, str]], task_count: int) -> StateBackendAdmin:
         return blob_store_admin(self.settings)
 
-    def close(self) -> None:
+    def close(self, abandon: bool = False) -> None:
+        """Waits for the uploads and downloads in flight, then releases the stores. `abandon` (after a
+        failure): queued requests are dropped and running ones stop retrying, none waited for; what they
+        still write keeps its TTL and expires uncommitted."""
         self._read_indexes.clear()  # left by a start that failed before its backup managers took them
+        if abandon:
+            for store in (self._backup_store, self._restore_store):
+                store.abandon()
+            for pool in (self._commit_pool, self._upload_pool, self._download_pool):
+                pool.shutdown(wait=False, cancel_futures=True)
+            return
         self._commit_pool.shutdown(wait=True)
         for store in (self._backup_store, self._restore_store):
             store.close()

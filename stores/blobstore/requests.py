@@ -109,6 +109,14 @@ class RequestTracker:
             pending = list(self._pending)
         wait(pending)
 
+    def abandon(self) -> None:
+        """Refuses new requests and cancels the queued ones; those running are not waited for."""
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
+
 
 def copy_stream(source: BinaryIO, target: BinaryIO) -> int:
     """Copies `source` to `target` a piece at a time; returns the byte count."""
@@ -139,6 +147,9 @@ class ExecutorBlobStore:
 
     def close(self) -> None:
         self._requests.close()
+
+    def abandon(self) -> None:
+        self._requests.abandon()
 
     def _put(self, source: Opener, metadata: BlobMetadata) -> str:
         raise NotImplementedError

@@ -13,6 +13,7 @@ and key.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -176,16 +177,33 @@ class _Retrier:
         self._max_duration_s = max_duration_s
         self._initial_delay_s = initial_delay_s
         self._max_delay_s = max_delay_s
+        self._abandoned = threading.Event()
+
+    def abandon(self) -> None:
+        """No new attempt from now on: a request waiting to retry fails at once."""
+        self._abandoned.set()
+
+    def _pause(self, seconds: float) -> None:
+        """The wait between attempts, cut short by an abandon."""
+        self._abandoned.wait(seconds)
 
     def call(self, what: str, key: str | None, fn: Callable[[], T], blob_id: str | None = None) -> T:
+        where = _location(self.bucket, key)
+
+        def attempt() -> T:
+            if self._abandoned.is_set():
+                raise BlobStoreError(f"{what} of {where} abandoned: the container stopped after a failure")
+            return fn()
+
         try:
             return retry_call(
-                fn,
+                attempt,
                 retriable=is_retriable,
                 max_duration_s=self._max_duration_s,
                 initial_delay_s=self._initial_delay_s,
                 max_delay_s=self._max_delay_s,
-                what=f"{what} of {_location(self.bucket, key)}",
+                what=f"{what} of {where}",
+                sleep=self._pause,
             )
         except (ClientError, BotoCoreError) as exc:
             raise failure(what, self.bucket, key, exc, blob_id) from exc
@@ -264,6 +282,12 @@ class S3BlobStore(ExecutorBlobStore):
         super().close()
         if self._client is not None and self._owns_client:
             self._client.close()
+
+    def abandon(self) -> None:
+        # The client stays open: a request still running on it ends on its own (its attempt fails or
+        # succeeds, then it is not retried).
+        self._retrier.abandon()
+        super().abandon()
 
     def _put(self, source: Opener, metadata: BlobMetadata) -> str:
         blob_id = new_blob_id(metadata)  # one id for all attempts: a retry overwrites, never duplicates

@@ -138,6 +138,20 @@ def store_actions(i: RestoreInputs) -> StoreActions:
     return StoreActions(delete, reuse, start, target, newest, tuple(notes), degraded)
 
 
+def seed_actions(i: RestoreInputs, restored: Path) -> StoreActions:
+    """The plan of a store another backend restored (into the local checkpoint dir `restored`) from a
+    checkpoint without a changelog marker for it: the changelog is incomplete (added since, or not written
+    for a while), so every record in it is undone, each key getting the restored value or a tombstone, and
+    then the rest of the store is written to it (`ChangelogRestoreManager` does that part)."""
+    newest = i.high - 1
+    dirs = tuple(d.path for d in i.local_dirs if d.path != restored)
+    note = (
+        f"the checkpoint has no changelog marker: seeding changelog {i.changelog} with the restored store "
+        f"(reusing {restored.name}; undoing offsets [{i.low}, {newest}], then writing every other key)"
+    )
+    return StoreActions(dirs, restored, i.low, i.low - 1, newest, (note,))
+
+
 def _best_local_dir(
     i: RestoreInputs, checkpointed: int | None, notes: list[str]
 ) -> tuple[Path | None, int | None]:

@@ -5,6 +5,10 @@ checkpoint dir if one matches the checkpoint, replay the changelog up to the che
 undo ("trim") every record written after it up to the newest offset seen at init, by re-sending the
 value the store now holds for that key (or a tombstone). The changelog then reads back as the
 checkpointed state, and the commit the container makes right after restore seals that.
+
+A store another backend restored from a checkpoint without a changelog marker for it is *seeded* instead
+(`actions.seed_actions`): every record of its changelog is undone and every other key of the store written,
+so the changelog holds the whole store before the first commit records its marker.
 """
 
 from __future__ import annotations
@@ -22,11 +26,18 @@ from samsa.exactly_once.changelog import ChangelogReader
 from samsa.kafka.message import RawMessage, TopicPartition
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
-from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, store_actions
+from samsa.stores.changelog.actions import (
+    LocalDir,
+    RestoreInputs,
+    StoreActions,
+    seed_actions,
+    store_actions,
+)
 from samsa.stores.changelog.exceptions import ChangelogRestoreError, RestoreInterrupted
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.stores.changelog.settings import ChangelogSettings
 from samsa.stores.checkpoint_dirs import (
+    checkpoint_dir,
     delete_checkpoint_dir,
     list_checkpoint_dirs,
     read_marker,
@@ -100,6 +111,8 @@ class ChangelogRestoreManager:
         #: Store -> keys whose uncommitted writes were undone.
         self.trimmed: dict[str, int] = {}
         self._undo_sent = False
+        #: Seeded store -> the keys the replay undid (already written to the changelog).
+        self._seeded_keys: dict[str, set[bytes]] = {}
 
     # -- init: decide ------------------------------------------------------------------------------------
     def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
@@ -116,21 +129,29 @@ class ChangelogRestoreManager:
             low, high = self._consumer(ssp.system).watermarks((ssp.stream, ssp.partition))
             persistent = spec.factory == ROCKSDB
             store_dir = self.context.store_dirs[store]
-            actions = store_actions(
-                RestoreInputs(
-                    store=store,
-                    changelog=ssp,
-                    persistent=persistent,
-                    checkpointed=checkpointed,
-                    checkpoint_ms=checkpoint_ms,
-                    low=low,
-                    high=high,
-                    local_dirs=self._local_dirs(store_dir) if persistent else (),
-                    now_ms=now_ms,
-                    delete_retention_ms=settings.delete_retention_ms,
-                    min_compaction_lag_ms=settings.min_compaction_lag_ms,
-                )
+            inputs = RestoreInputs(
+                store=store,
+                changelog=ssp,
+                persistent=persistent,
+                checkpointed=checkpointed,
+                checkpoint_ms=checkpoint_ms,
+                low=low,
+                high=high,
+                local_dirs=self._local_dirs(store_dir) if persistent else (),
+                now_ms=now_ms,
+                delete_retention_ms=settings.delete_retention_ms,
+                min_compaction_lag_ms=settings.min_compaction_lag_ms,
             )
+            if store in self.context.seeded:
+                restored = checkpoint_dir(store_dir, checkpoint_id or "")
+                if not (persistent and checkpoint_id and restored.is_dir()):
+                    raise ChangelogRestoreError(
+                        f"cannot seed the changelog {ssp} of store {store!r} of task {task!r}: the restored "
+                        f"checkpoint dir {restored} is missing; restart the container"
+                    )
+                actions = seed_actions(inputs, restored)
+            else:
+                actions = store_actions(inputs)
             self.actions[store] = actions
             progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
             progress.total_records = actions.records_to_read
@@ -157,6 +178,8 @@ class ChangelogRestoreManager:
                 engine = self._prepare(store, actions)
                 started = time.monotonic()
                 self._replay(store, engine, actions, stop)
+                if store in self.context.seeded:
+                    self._seed(store, engine, stop)
                 if engine in self._open:
                     engine.flush()  # memtables to SSTs: the reopen need not replay a large WAL
                     engine.close()
@@ -271,6 +294,31 @@ class ChangelogRestoreManager:
                 reader.void,
             )
         self.trimmed[store] = len(undone)
+        if store in self.context.seeded:
+            self._seeded_keys[store] = undone
+
+    def _seed(self, store: str, engine: KeyValueStore[bytes, bytes], stop: threading.Event) -> None:
+        """Writes every key of the restored store that the replay did not undo (undo wrote the others)."""
+        ssp = self.changelogs[store]
+        undone = self._seeded_keys.pop(store, set())
+        send = self._producer.send
+        self._undo_sent = True
+        written = 0
+        for key, value in engine.all():
+            if key in undone:
+                continue
+            if written % BATCH == 0 and stop.is_set():
+                raise RestoreInterrupted(self.context.task_name, store, None)
+            send(ssp.stream, value, key, ssp.partition)
+            written += 1
+        log.info(
+            "seeded changelog %s of store %s of task %s: %d key(s) written, %d undone",
+            ssp,
+            store,
+            self.context.task_name,
+            written,
+            len(undone),
+        )
 
     def _undo(
         self,

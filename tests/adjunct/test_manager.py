@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from adjunct_jobs import enrich_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 import systems_fixtures
+from adjunct_jobs import enrich_job
 from adjunct_test_managers import UpperNameManagerFactory
 from job_fixtures import job_config, produce, read_topic, run_job
 
@@ -118,3 +118,41 @@ def test_a_factory_whose_manager_lacks_the_api_names_the_key(job_config, topics,
 def test_a_malformed_path_is_refused_at_config_time() -> None:
     with pytest.raises(ConfigError, match=MANAGER_FACTORY_KEY):
         Config({MANAGER_FACTORY_KEY: "not a path"})
+
+
+def test_the_built_in_writer_writes_nothing_of_a_chunk_holding_a_message_it_cannot_extract() -> None:
+    from samsa.adjunct.bounded import END_OF_DATASET
+    from samsa.adjunct.exceptions import ExtractionError
+    from samsa.runtime.metrics import Counter
+    from samsa.runtime.task import IncomingMessageEnvelope
+    from samsa.stores.memory import InMemoryStore
+
+    class Extractor:
+        def extract(self, envelope: IncomingMessageEnvelope):  # type: ignore[no-untyped-def]
+            if envelope.value == b"bad":
+                raise ExtractionError(envelope, "not a row")
+            yield envelope.key, envelope.value  # lazy: its error surfaces only when iterated
+
+    class Seals:
+        offset = -1
+        sealed: list[int] = []
+
+        def seal(self, next_offset: int) -> int:
+            self.sealed.append(next_offset)
+            return len(self.sealed)
+
+    def env(
+        offset: int, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> IncomingMessageEnvelope:
+        return IncomingMessageEnvelope("kafka", "ds", 0, offset, b"k%d" % offset, value, 0, headers)
+
+    store, seals = InMemoryStore(), Seals()
+    writer = AdjunctWriter("s", "Partition 0", store, Extractor(), Counter({}), None, seals)  # type: ignore[arg-type]
+    chunk = [env(0, b"a"), env(1, b"", [(END_OF_DATASET, b"")]), env(2, b"bad"), env(3, b"b")]
+    with pytest.raises(ExtractionError) as caught:
+        writer.write(chunk)
+    assert caught.value.offset == 2
+    assert (list(store.all()), seals.sealed) == ([], []), "nothing written, nothing sealed: a retry is safe"
+    writer.write(chunk[:2])  # what the run loop does next: the messages before it, then the rest
+    writer.write(chunk[3:])
+    assert (sorted(store.all()), seals.sealed) == ([(b"k0", b"a"), (b"k3", b"b")], [2])

@@ -41,13 +41,16 @@ def start(**changes: object):  # type: ignore[no-untyped-def]
         ({"stored_offset": 9}, 10, True),  # expired from the partition: re-create, bootstrap
         ({}, 50, False),  # valid: continue from its offset
         ({"stored_offset": 100}, 100, False),  # valid, caught up
-        # Persistent, not marked bootstrap: the checkpoint (None) instead of the oldest offset.
-        ({"bootstrap": False, "exists": False, "stored_offset": None, "stored_at_ms": None}, None, False),
-        ({"bootstrap": False, "stored_at_ms": NOW - DAY}, None, True),
+        # Persistent, not marked bootstrap: a new or re-created store is empty, so it is rebuilt from the
+        # oldest offset too (the checkpoint would leave it holding only later changes).
+        ({"bootstrap": False, "exists": False, "stored_offset": None, "stored_at_ms": None}, 10, False),
+        ({"bootstrap": False, "stored_offset": None, "stored_at_ms": None}, 10, True),
+        ({"bootstrap": False, "stored_at_ms": NOW - DAY}, 10, True),
+        ({"bootstrap": False, "stored_offset": 101}, 10, True),
         ({"bootstrap": False}, 50, False),
-        # In-memory: bootstrap when marked, else the last offset; nothing on disk to keep or wipe.
+        # In-memory: always empty at start, so always rebuilt; nothing on disk to keep or wipe.
         ({"persistent": False}, 10, False),
-        ({"persistent": False, "bootstrap": False}, None, False),
+        ({"persistent": False, "bootstrap": False}, 10, False),
     ],
 )
 def test_the_recovery_table(changes: dict[str, object], offset: int | None, wipe: bool) -> None:

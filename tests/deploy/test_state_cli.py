@@ -151,3 +151,16 @@ def test_state_and_blobstore_commands_on_a_job_that_never_ran_say_so(job_config,
         assert main([*command, str(job_file)]) == 2, command
         assert f"job {config['job.name']} (id 1) has no checkpoints" in caplog.text, command
         assert "check job.name and job.id" in caplog.text and "UNKNOWN_PARTITION" not in caplog.text
+
+
+def test_blob_commands_of_a_job_with_no_blob_backed_store_say_there_is_none(tmp_path, caplog):
+    from samsa.cli import main
+
+    config = json.loads(Path(_offline_job(tmp_path, tmp_path / "blobs")).read_text())
+    del config["stores.counts.backup.factories"]
+    config["stores.counts.changelog"] = "kafka.offline-counts-changelog"
+    job = tmp_path / "changelog-only.yaml"
+    job.write_text(json.dumps(config))
+    assert main(["state", "show", str(job), "offline-1/Partition_0/counts/snapshot-index." + "0" * 32]) == 2
+    assert "backs up no store to the blob store" in caplog.text
+    assert "start the job once" not in caplog.text

@@ -4,6 +4,7 @@ second supervisor of the job."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from background import MINIMAL_JOB, wait_for
 
 from samsa.deploy import local
 from samsa.deploy.local import LocalSupervisor
-from samsa.deploy.restarts import CONFIG_ERROR_EXIT
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, FENCED_EXIT
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
@@ -65,7 +66,18 @@ def test_a_container_stopped_by_a_config_error_stops_the_job_without_a_restart(
     supervisor, spawned = _supervisor(_job(tmp_path), monkeypatch, CONFIG_ERROR_EXIT)
     assert supervisor.run() == 2
     assert spawned == ["0"]
-    assert "container 0 stopped on a configuration error" in caplog.text
+    assert re.search(r"container 0 of job \S+ stopped on a configuration error", caplog.text)
+
+
+def test_a_container_fenced_by_a_newer_start_of_it_ends_the_job_without_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A restart would fence the newer start in turn: the two would take the container from each other.
+    job = _job(tmp_path)
+    supervisor, spawned = _supervisor(job, monkeypatch, FENCED_EXIT)
+    assert supervisor.run() == 1
+    assert spawned == ["0"]
+    assert f"container 0 of job {job.job_key} was fenced by a newer start of it" in caplog.text
 
 
 def test_a_container_crashing_otherwise_is_still_restarted(

@@ -1,7 +1,9 @@
 """An exactly-once pipeline on the real broker: crashes at commit steps, sink transactions read_committed."""
 
+import pytest
 from eos_pipeline import Pipeline, truth
 
+from samsa.exactly_once.exceptions import ProtocolError
 from samsa.testing.faults import Crash
 from samsa.testing.scheduler import DeterministicScheduler
 
@@ -51,5 +53,26 @@ def test_a_downstream_job_catching_up_under_a_tiny_buffer_bound_reads_again_from
         assert pipeline.sink_records() == {w: list(range(1, n + 1)) for w, n in expected.items()}
         assert pipeline.store() == expected
         assert read_again, "the bound was reached: records were read again from the broker"
+    finally:
+        pipeline.close()
+
+
+def test_an_input_the_downstream_job_does_not_mark_intermediate_fails_before_process_naming_the_key(
+    kafka_bootstrap, tmp_path
+):
+    pipeline = Pipeline(tmp_path, stages=2, tasks=(1, 1), intermediate_partitions=(1,), url=kafka_bootstrap)
+    try:
+        pipeline.feed(["a b", "c"])
+        upstream, downstream = pipeline.configs(commit_ms=50)
+        key = f"systems.kafka.streams.{pipeline.stream(1)}.samza.intermediate"
+        del downstream[key]  # set only on the upstream job
+        pipeline.run_in_turn(1, upstream)
+        with pytest.raises(ProtocolError) as failure:
+            pipeline.run_in_turn(1, downstream)
+        message = str(failure.value)
+        # The upstream's first record is its restore command: not a data record of the task's.
+        assert f"record {pipeline.stream(1)}#0@0: a restore command" in message
+        assert f"input kafka.{pipeline.stream(1)}" in message and f"{key}: true" in message
+        assert pipeline.sink_records() == {}, "no record reached process()"
     finally:
         pipeline.close()

@@ -35,6 +35,15 @@ def test_exactly_once_refuses_streams_broadcast_to_process() -> None:
         job(**{"task.outputs": "kafka.out", "task.broadcast.inputs": "kafka.rules#0"})
 
 
+@pytest.mark.parametrize("commit_ms", ["-1"])  # 0 and below -1 are refused for every job
+def test_exactly_once_refuses_a_commit_interval_that_is_off(commit_ms: str) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"task\.commit\.ms={commit_ms}: .*set task\.commit\.ms to a positive"
+    ):
+        job(**{"task.outputs": "kafka.out", "task.commit.ms": commit_ms})
+    assert job(**{"task.outputs": "kafka.out", "task.commit.ms": "1"}).commit_ms == 1
+
+
 def test_intermediate_is_read_per_stream() -> None:
     j = job(**{"task.outputs": "kafka.out", "systems.kafka.streams.out.samza.intermediate": "true"})
     assert j.intermediate(j.outputs[0]) and not j.intermediate(j.inputs[0])

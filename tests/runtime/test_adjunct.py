@@ -9,6 +9,9 @@ import systems_fixtures
 from adjunct_jobs import enrich_job
 from count_job import run_cli
 
+from samsa.runtime.config.config import Config
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.exceptions import MessageDeserializationError
 from samsa.stores.exceptions import ReadOnlyStoreError
 
 # Every test here runs on Kafka and on the in-memory system.
@@ -85,6 +88,82 @@ def test_a_stale_persistent_store_is_rebuilt(job_config, topics, produce, read_t
     stored = sum(s["value"] for s in container.registry.snapshot()["samsa_adjunct_records_total"])
     assert stored == 3, "older than max.staleness.ms: re-created and bootstrapped again"
     assert _enriched(read_topic, out) == {"o1": "c1", "o3": "c3"}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"stores.customers.adstore.max.staleness.ms": "0"}, {"stores.customers.factory": "inmemory"}],
+    ids=["stale-rocksdb", "inmemory"],
+)
+def test_a_re_created_store_of_a_stream_not_marked_bootstrap_is_rebuilt_from_the_oldest_offset(
+    extra, job_config, topics, produce, run_job
+):
+    orders, customers, out = topics(1), topics(1), topics(1)
+    produce(customers, [_cdc("c", i, f"c{i}") for i in range(1, 4)])
+    config = enrich_job(
+        job_config,
+        orders,
+        customers,
+        out,
+        **{f"systems.kafka.streams.{customers}.samza.bootstrap": "false", **extra},
+    )
+    run_job(config)
+    produce(customers, [_cdc("u", 1, "c1-new")])
+    (container,) = run_job(config)
+    stored = sum(s["value"] for s in container.registry.snapshot()["samsa_adjunct_records_total"])
+    assert stored == 4, "an empty store is rebuilt from the whole stream, not from the checkpoint"
+
+
+def _poisoned_cdc(job_config, topics, produce, policy: str) -> tuple[str, str, dict[str, str]]:
+    """Customers 1 and 5 around three events the Debezium extractor cannot store: an unknown op (offset
+    1), a keyless event (offset 2) and a JSON array (offset 3); then orders 1..5."""
+    orders, customers, out = topics(1), topics(1), topics(1)
+    _, unknown_op = _cdc("c", 2, "c2")
+    produce(customers, [_cdc("c", 1, "c1"), (json.dumps({"id": 2}), unknown_op.replace('"c"', '"x"'))])
+    produce(customers, [(None, _cdc("c", 3, "c3")[1]), (json.dumps({"id": 4}), "[1, 2]"), _cdc("c", 5, "c5")])
+    produce(orders, [(str(i), f"o{i}") for i in range(1, 6)])
+    config = enrich_job(job_config, orders, customers, out, **{"task.deserialization.error.policy": policy})
+    return customers, out, config
+
+
+def test_cdc_events_the_extractor_cannot_store_are_skipped_under_the_skip_policy(
+    job_config, topics, produce, read_topic, run_job
+):
+    _, out, config = _poisoned_cdc(job_config, topics, produce, "skip")
+    (container,) = run_job(config)
+    assert _enriched(read_topic, out) == {"o1": "c1", "o2": "?", "o3": "?", "o4": "?", "o5": "c5"}
+    errors = container.registry.snapshot()["samsa_deserialization_errors_total"]
+    assert sum(e["value"] for e in errors) == 3
+
+
+def test_cdc_events_the_extractor_cannot_store_go_to_the_dead_letter_topic(
+    job_config, topics, produce, read_topic, run_job
+):
+    customers, out, config = _poisoned_cdc(job_config, topics, produce, "dlq")
+    run_job(config)
+    assert _enriched(read_topic, out) == {"o1": "c1", "o2": "?", "o3": "?", "o4": "?", "o5": "c5"}
+    job = JobConfig(Config(config))
+    dead = read_topic(f"samsa-dlq-{job.job_key}", headers=True)
+    assert [d[3] for d in dead][2] == b"[1, 2]"
+    headers = [dict(d[4]) for d in dead]
+    assert [h["samsa.source.offset"] for h in headers] == [b"1", b"2", b"3"]
+    assert all(h["samsa.source.topic"] == customers.encode() for h in headers)
+    assert b"unknown change event op 'x'" in headers[0]["samsa.error"]
+    assert b"no key" in headers[1]["samsa.error"]
+
+
+def test_a_cdc_event_the_extractor_cannot_store_fails_naming_its_offset_until_the_policy_skips_it(
+    job_config, topics, produce, read_topic, run_job
+):
+    customers, out, config = _poisoned_cdc(job_config, topics, produce, "fail")
+    with pytest.raises(MessageDeserializationError) as failure:
+        run_job(config)
+    message = str(failure.value)
+    assert f"topic {customers} partition 0 offset 1" in message and "unknown change event op 'x'" in message
+    assert "task.deserialization.error.policy to skip or dlq" in message
+    # The persistent store resumes from its own offsets file: the policy gets it past the poison events.
+    run_job({**config, "task.deserialization.error.policy": "skip"})
+    assert _enriched(read_topic, out) == {"o1": "c1", "o2": "?", "o3": "?", "o4": "?", "o5": "c5"}
 
 
 def test_a_task_writing_to_an_adjunct_store_fails_saying_it_is_read_only(

@@ -210,6 +210,13 @@ def test_bootstrap_partition_is_read_to_its_end_before_the_others() -> None:
     assert log == ["1:x", "1:y", "0:a", "0:b", "0:c"]
 
 
+def test_window_waits_for_the_bootstrap_like_process() -> None:
+    loop, log, _, ti = _loop({0: ["a"], 1: ["x", "y"]}, window_ms=60_000, bootstrap=frozenset({1}))
+    ti.next_window = 0.0  # due before the first message: it fires once the bootstrap stream caught up
+    loop.run()
+    assert log == ["1:x", "1:y", "window", "0:a"]
+
+
 def test_an_undeserializable_message_goes_to_the_policy_and_is_passed() -> None:
     bad: list[tuple[str, int]] = []
 

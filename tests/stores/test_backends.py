@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from samsa.stores.backends import StoreBackends, store_backends
-from samsa.stores.exceptions import StoreConfigError
+from samsa.stores.exceptions import RestoreSourceError, StoreConfigError
 from samsa.stores.factory import StoreSpec
 
 LOGGED = StoreSpec("s", "rocksdb", changelog="kafka.s-log")
@@ -71,6 +71,27 @@ def test_restore_uses_the_first_factory_with_a_marker() -> None:
     assert backends.restore_from("s", {"other": {"s": "m"}, "changelog": {"s": "m"}}) == "other"
     assert backends.restore_from("s", None) == "other"
     assert StoreBackends((), ()).restore_from("s", None) is None
+
+
+def test_a_checkpoint_whose_markers_no_restore_factory_has_is_refused_naming_store_and_key() -> None:
+    # Blob-only for a while, then back to dual backup restoring from the changelog: the checkpoint has a
+    # blob-store marker only, and the changelog holds none of the writes since.
+    backends = StoreBackends(("changelog", "blobstore"), ("changelog",))
+    with pytest.raises(RestoreSourceError) as refused:
+        backends.restore_from("counts", {"blobstore": {"counts": "index"}, "changelog": {}}, "Partition 3")
+    message = str(refused.value)
+    assert "store 'counts' of task 'Partition 3'" in message
+    assert "from blobstore only" in message and "restores from changelog" in message
+    assert "stores.counts.restore.factories=blobstore,changelog" in message
+
+
+def test_no_marker_for_the_store_anywhere_restores_from_the_first_factory() -> None:
+    backends = StoreBackends(("changelog", "blobstore"), ("changelog", "blobstore"))
+    # A store new to an existing checkpoint, or no checkpoint at all: nothing to lose.
+    assert backends.restore_from("new", {"blobstore": {"counts": "index"}}) == "changelog"
+    assert backends.restore_from("new", {}) == "changelog"
+    # A checkpoint without a changelog marker restores from the backend that has one.
+    assert backends.restore_from("counts", {"blobstore": {"counts": "index"}}) == "blobstore"
 
 
 def test_a_job_wide_restore_list_leaves_stores_without_backup_alone() -> None:

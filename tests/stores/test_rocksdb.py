@@ -3,6 +3,7 @@
 import gc
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -382,7 +383,12 @@ def test_switching_the_write_buffer_budget_on_later_applies_to_new_stores(tmp_pa
             for batch in range(40):
                 after.put_all((b"k%03d%05d" % (batch, i), os.urandom(100)) for i in range(1000))
             assert list((tmp_path / "after").glob("*.sst"))
-            assert pool.usage()["write.buffers"] < 4 << 20  # soft bound: about the budget, not 64 MiB
+            # A soft bound (about the budget, not 64 MiB): the flushes it triggers run in RocksDB's
+            # background threads, which a loaded machine delays.
+            deadline = time.monotonic() + 10
+            while pool.usage()["write.buffers"] >= 4 << 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert pool.usage()["write.buffers"] < 4 << 20
         assert _logged(tmp_path / "before", "write_buffer_manager") != _logged(
             tmp_path / "after", "write_buffer_manager"
         )

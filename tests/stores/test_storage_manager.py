@@ -90,3 +90,59 @@ def test_the_first_failed_restore_stops_the_others(tmp_path: Path) -> None:
     # A restore cancelled before it ran opened no manager; every manager opened was closed.
     assert "b" in backend.closed
     assert sorted(backend.closed) == sorted(s for s, _ in backend.inits)
+
+
+class SeedBackend(Backend):
+    """Records each manager's context, for the blob store and the changelog alike."""
+
+    def __init__(self, name: str, contexts: list[tuple[str, TaskStoresContext]]) -> None:
+        super().__init__()
+        self.name = name
+        self.contexts = contexts
+
+    def restore_manager(self, context: TaskStoresContext) -> Restore:
+        self.contexts.append((self.name, context))
+        return Restore(self, context)
+
+
+def _dual(tmp_path: Path, restore: str) -> tuple[ContainerStorage, list[tuple[str, TaskStoresContext]]]:
+    config = {
+        "stores.s.factory": "rocksdb",
+        "stores.s.changelog": "kafka.s-log",
+        "stores.backup.factories": "changelog,blobstore",
+        "stores.restore.factories": restore,
+    }
+    contexts: list[tuple[str, TaskStoresContext]] = []
+    backends = {name: SeedBackend(name, contexts) for name in ("changelog", "blobstore")}
+    storage = ContainerStorage(
+        "job-1",
+        [TaskStoresModel("Partition 0", 0)],
+        store_specs(config),
+        config,
+        SerdeRegistry({}),
+        tmp_path / "logged",
+        tmp_path / "plain",
+        backends,  # type: ignore[arg-type]
+        None,
+    )
+    return storage, contexts
+
+
+@pytest.mark.parametrize("restore", ["changelog,blobstore", "blobstore,changelog", "blobstore"])
+def test_a_blob_restore_without_a_changelog_marker_seeds_the_changelog(tmp_path: Path, restore: str) -> None:
+    storage, contexts = _dual(tmp_path, restore)
+    stop = threading.Event()
+    stop.set()  # the fake restores return at once
+    storage.restore({"Partition 0": {"blobstore": {"s": "index"}}}, {"Partition 0": "1-1"}, stop)
+    assert [name for name, _ in contexts] == ["blobstore", "changelog"]
+    assert all(c.seeded == {"s"} and c.tail_restored == {"s"} for _, c in contexts)
+
+
+def test_a_blob_restore_with_a_changelog_marker_replays_the_tail_without_seeding(tmp_path: Path) -> None:
+    storage, contexts = _dual(tmp_path, "blobstore,changelog")
+    stop = threading.Event()
+    stop.set()
+    markers = {"blobstore": {"s": "index"}, "changelog": {"s": "m"}}
+    storage.restore({"Partition 0": markers}, {"Partition 0": "1-1"}, stop)
+    assert [name for name, _ in contexts] == ["blobstore", "changelog"]
+    assert all(c.seeded == frozenset() and c.tail_restored == {"s"} for _, c in contexts)

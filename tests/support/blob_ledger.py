@@ -33,6 +33,9 @@ class LedgerBlobStore:
     def close(self) -> None:
         self.inner.close()
 
+    def abandon(self) -> None:
+        self.inner.abandon()
+
     def put(self, source: Opener, metadata: BlobMetadata) -> Future[str]:
         return self._recorded(self.inner.put(source, metadata), self._added, None)
 

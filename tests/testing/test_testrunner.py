@@ -115,6 +115,37 @@ def test_a_crash_restart_recovers_the_committed_state(tmp_path):
     assert result.store("counts") == {"a": 2, "b": 2}
 
 
+def test_crashes_and_restarts_in_one_process_fence_the_dead_starts_quietly(tmp_path, caplog):
+    # Every start registers its container's checkpoint producer and records itself, fencing the start
+    # before it; a crashed or stopped start in this process is no zombie: nothing says one was fenced.
+    runner = (
+        TestRunner.of(WordCount, state_dir=tmp_path)
+        .with_config({**WORDCOUNT, "job.container.count": "2", "task.commit.ms": "100"})
+        .add_input("words", ["a", "b", "a"], partitions=2)
+        .add_output("counts-out")
+        .add_store("counts")
+    )
+    runner.run()
+    runner.restart(crash=True).add_input("words", ["b"], partitions=2).advance_time(150)
+    runner.restart(keep_local_state=True).add_input("words", ["c"], partitions=2)
+    assert runner.run().store("counts") == {"a": 2, "b": 2, "c": 1}
+    records = [m for log in _coordinator_logs(runner) for m in log if b"container-start" in (m.key() or b"")]
+    assert sorted(json.loads(m.value())["container"] for m in records) == ["0", "0", "0", "1", "1", "1"]
+    told = [
+        r.getMessage()
+        for r in caplog.records
+        if "fenced" in r.getMessage() or "newer start" in r.getMessage()
+    ]
+    assert told == []
+
+
+def _coordinator_logs(runner: TestRunner) -> list[list]:
+    """Every record of the runner's coordinator topic (the job model, the start records), per topic (one)."""
+    system = broker(runner._bootstrap)
+    names = [t for t in system.partition_counts() if t.startswith("__samsa_coordinator")]
+    return [system.read(name, 0, 0, 10_000, committed=True)[0] for name in names]
+
+
 def test_a_rocksdb_store_with_the_jobs_own_config_and_serdes(tmp_path):
     words = [f"w{i % 7}" for i in range(500)]
     result = (

@@ -117,6 +117,9 @@ class FakeBlobStore:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
+    def abandon(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
     def put(self, source: Opener, metadata: BlobMetadata) -> Future[str]:
         return self._submit("put", None, metadata, lambda fault: self._put(source, metadata, fault))
 

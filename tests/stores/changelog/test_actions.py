@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, store_actions
+from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, seed_actions, store_actions
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStreamPartition
 
@@ -184,3 +184,26 @@ def test_v1_only_checkpoint_marker_behaves_like_v2() -> None:
 def test_in_memory_store_ignores_local_dirs() -> None:
     a = decide(persistent=False)
     assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (None, (), 0, 100, 150)
+
+
+def test_seeding_reuses_the_restored_dir_and_undoes_every_record_of_the_changelog() -> None:
+    restored = STORE_DIR.with_name("counts-123-4")
+    stale = local("100-1", 50)
+    inputs = RestoreInputs(
+        store="counts",
+        changelog=SSP,
+        persistent=True,
+        checkpointed=None,  # the checkpoint has no changelog marker (only the blob store's)
+        checkpoint_ms=CHECKPOINT_MS,
+        low=20,
+        high=151,
+        local_dirs=(LocalDir(restored), stale),
+        now_ms=NOW_MS,
+    )
+    a = seed_actions(inputs, restored)
+    # Nothing of the changelog is kept: each key in it gets the restored value or a tombstone.
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (restored, (stale.path,), 20, 19, 150)
+    assert a.trims and not a.degraded
+    assert "seeding" in a.notes[0]
+    empty = seed_actions(RestoreInputs("counts", SSP, True, None, None, low=7, high=7), restored)
+    assert empty.records_to_read == 0 and empty.reuse == restored
