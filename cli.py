@@ -93,7 +93,12 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         return 0
     if model is None:
         raise SamsaError("no job model was published; start the job with `samsa run` without --container-id")
-    container = Container(job, model.container(args.container_id), until_caught_up=args.until_caught_up)
+    # Under a supervisor, a container still holding the lock is an orphan of a killed supervisor, on its way
+    # out (it stops when its parent goes, final commit included): wait for it rather than end the job.
+    lock_wait_s = job.shutdown_ms / 1000 + 2 if args.from_supervisor else 0.0
+    container = Container(
+        job, model.container(args.container_id), until_caught_up=args.until_caught_up, lock_wait_s=lock_wait_s
+    )
     if stop_requested:
         log.info("container %s: stopped before it started", args.container_id)
         return 0

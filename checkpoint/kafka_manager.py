@@ -90,6 +90,13 @@ def _newer_by(record: StoredCheckpoint, current: StoredCheckpoint) -> int:
     return record.timestamp - current.timestamp
 
 
+def _fenced_error(e: KafkaSystemError) -> bool:
+    """Whether the broker refused the producer as fenced (by a newer one of its transactional.id)."""
+    codes = {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_ID_MAPPING"}
+    text = str(e).upper()
+    return "FENCED" in text or any(code in text for code in codes)
+
+
 class KafkaCheckpointManager:
     """Reads every task's last checkpoint at start and appends new ones at commit."""
 
@@ -301,21 +308,36 @@ class KafkaCheckpointManager:
         """`write` in one transaction of the checkpoint producer (under `self._transaction`)."""
         assert self._producer is not None
         self._raise_if_fenced(what)
+        begun = False
         try:
             self._producer.begin_transaction()
+            begun = True
             write(self._producer)
             self._producer.commit_transaction()
         except KafkaSystemError as e:
             # A fenced producer fails fatally, in the transaction call or already in the send.
-            if "FENCED" in str(e).upper():
+            if _fenced_error(e):
                 first = self._fenced is None
                 self.fence(self._newer_start())
                 if first and self.on_fenced is not None:
                     self.on_fenced(self._fenced or "")
                 self._raise_if_fenced(what)
-            if isinstance(e, TransactionError) and e.requires_abort:
-                self._producer.abort_transaction()
+            if begun and not (isinstance(e, TransactionError) and e.fatal):
+                self._abort_quietly()
             raise CheckpointError(f"{what}: checkpoint transaction on {self.topic}: {e}") from e
+        except BaseException:
+            # Anything else (an encoding error, a full queue): an open transaction would fail every later
+            # commit and hold every read_committed reader of the topic at its start.
+            if begun:
+                self._abort_quietly()
+            raise
+
+    def _abort_quietly(self) -> None:
+        assert self._producer is not None
+        try:
+            self._producer.abort_transaction()
+        except KafkaSystemError as e:
+            log.warning("aborting the checkpoint transaction on %s failed: %s", self.topic, e)
 
     def _newer_start(self) -> str:
         """The start that fenced this one, from its start record (best effort: the broker does not say)."""

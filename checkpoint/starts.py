@@ -24,6 +24,10 @@ START_KEY_TYPE = "container-start"
 _WATCH_BATCH = 500
 # How long one look may read: the loop waits for it (a topic of start records and job models is small).
 _READ_S = 0.5
+# A look must never hold the loop up for long: a coordinator topic without a leader (an election, a broker
+# down) answers nothing, and the look is made from the run loop's fetches.
+_LOOK_TIMEOUT_S = 0.2
+_BACKOFF_MAX_S = 5.0
 _CONSUME_S = 0.05
 
 
@@ -116,6 +120,9 @@ class StartWatch:
         self._mine: ContainerStart | None = None
         self._seen_mine = False  # start records before this start's own are older ones
         self._newer: ContainerStart | None = None
+        self._backoff = 0.0  # after failed looks: seconds until the next one (doubling)
+        self._resume_at = 0.0
+        self._warned = False
 
     def begin(self) -> None:
         """Call before this start registers: whatever is appended from now on is read."""
@@ -129,9 +136,11 @@ class StartWatch:
         """The newer start of this container, once its record was read; None so far."""
         if self._newer is not None or self._mine is None:
             return self._newer
+        if time.monotonic() < self._resume_at:
+            return None
         tp = (self._topic, 0)
         try:
-            high = self._consumer.watermarks(tp)[1]
+            high = self._consumer.watermarks(tp, timeout=_LOOK_TIMEOUT_S)[1]
             if high <= self._next:
                 return None
             self._consumer.assign({tp: self._next})
@@ -146,7 +155,19 @@ class StartWatch:
             finally:
                 self._consumer.unassign()  # an assigned consumer would fetch until the next look
         except KafkaSystemError as e:
-            log.debug("watching %s for a newer start: %s", self._topic, e)
+            # Back off (doubling, bounded) and say so once: the checkpoint transaction still fences.
+            self._backoff = min(_BACKOFF_MAX_S, self._backoff * 2 or _LOOK_TIMEOUT_S)
+            self._resume_at = time.monotonic() + self._backoff
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "cannot read %s to watch for a newer start of this container (%s); retrying with "
+                    "backoff, the broker still fences an older start at its next checkpoint",
+                    self._topic,
+                    e,
+                )
+            return self._newer
+        self._backoff = 0.0
         return self._newer
 
     def _take(self, key: bytes | None, value: bytes | None) -> None:

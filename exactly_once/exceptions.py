@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.exceptions import SamsaError
+from samsa.exceptions import InvalidConfigError, SamsaError
 
 
 class ExactlyOnceError(SamsaError):
@@ -40,6 +40,11 @@ class ProtocolError(ExactlyOnceError):
     def at(self, topic: str, partition: int, offset: int) -> ProtocolError:
         """The same error, naming the record it was raised for."""
         return ProtocolError(self.problem, topic=topic, partition=partition, offset=offset)
+
+
+class NotIntermediateError(ProtocolError, InvalidConfigError):
+    """An exactly-once job's control or tagged record on an input this job does not mark intermediate: a
+    config change mends it (samza.intermediate on both jobs), a restart does not."""
 
 
 class EosBufferError(ExactlyOnceError):

@@ -122,8 +122,11 @@ class Container:
         until_caught_up: bool = False,
         epoch: int | None = None,
         hooks: ContainerHooks | None = None,
+        lock_wait_s: float = 0.0,
     ) -> None:
         self.job = job
+        #: How long a start waits for another process of this container on this machine to let go.
+        self._lock_wait_s = lock_wait_s
         self._hooks = hooks or ContainerHooks()
         self._clock = self._hooks.clock
         self._server: PrometheusServer | None = None
@@ -210,6 +213,10 @@ class Container:
         # Connected to every broker at once, init_transactions takes 1-3 ms on the dev broker; with sparse
         # connections it waited for librdkafka's connection timers: 53 ms, and 503 ms one start in three.
         config.setdefault("enable.sparse.connections", False)
+        # A start killed inside a checkpoint transaction holds every read_committed reader of the topic
+        # (other containers' starts, `samsa checkpoint show`) until the broker aborts it: 15 s, not
+        # librdkafka's 60 s; a checkpoint transaction lasts milliseconds.
+        config.setdefault("transaction.timeout.ms", 15_000)
         return config
 
     # -- start ------------------------------------------------------------------------------------
@@ -747,7 +754,7 @@ class Container:
             f"container {self.model.id} of job {self.job.job_key}",
         )
         wait_s = (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000 if self._driven else 0.0
-        lock.acquire(wait_s, self._restore_stop.is_set)
+        lock.acquire(max(wait_s, self._lock_wait_s), self._restore_stop.is_set)
         self._lock = lock
         self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
         self._pid_file.write_text(str(os.getpid()))

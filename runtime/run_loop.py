@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from samsa.adjunct.exceptions import ExtractionError
 from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, Rewind
 from samsa.exactly_once.buffer import BufferedMessage
-from samsa.exactly_once.exceptions import ProtocolError
+from samsa.exactly_once.exceptions import NotIntermediateError, ProtocolError
 from samsa.exactly_once.protocol import (
     HEADER,
     Marker,
@@ -151,7 +151,7 @@ def _not_intermediate(buf: PartitionBuffer, msg: RawMessage) -> ProtocolError:
         type(tag), "a data record"
     )
     system, stream, _ = buf.ssp
-    return ProtocolError(
+    return NotIntermediateError(
         f"{kind} of an exactly-once job (it has the {HEADER} header) on input {system}.{stream}, which this "
         f"job does not mark intermediate: the upstream job writes the stream as intermediate. Set "
         f"systems.{system}.streams.{stream}.samza.intermediate: true on this (downstream) job too, or remove "

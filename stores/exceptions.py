@@ -52,8 +52,9 @@ class ReadOnlyStoreError(StoreError):
         )
 
 
-class RestoreSourceError(StoreError):
-    """A store's checkpoint has markers only from backends that are not among its restore factories."""
+class RestoreSourceError(StoreError, InvalidConfigError):
+    """A store's checkpoint has markers only from backends that are not among its restore factories (a
+    config change mends it, a restart does not)."""
 
     def __init__(self, store: str, task: str, holders: Iterable[str], restore: Iterable[str]) -> None:
         self.store = store
@@ -67,6 +68,6 @@ class RestoreSourceError(StoreError):
             f"store {store!r}{of_task}: its checkpoint has state from {', '.join(self.holders)} only, but "
             f"the store restores from {', '.join(self.restore) or 'nothing'}, which would silently lose that "
             f"state; set stores.{store}.restore.factories={suggested} (with {first} in "
-            f"stores.{store}.backup.factories too): the store then restores from {first} and seeds the "
-            "changelog with its contents"
+            f"stores.{store}.backup.factories too): the store then restores from {first}"
+            + (" and seeds the changelog with its contents" if first != "changelog" else "")
         )

@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -153,7 +154,7 @@ class TestRunner:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, task: str, state_dir: Path | None = None) -> None:
+    def __init__(self, task: str, state_dir: str | os.PathLike[str] | None = None) -> None:
         self._task = task
         self._config: dict[str, str] = {}
         self._inputs: list[_Input] = []
@@ -163,7 +164,9 @@ class TestRunner:
         self._stores: dict[str, _StoreInit] = {}
         self._namespace = f"testrunner-{uuid.uuid4().hex[:12]}"
         self._own_dir = state_dir is None
-        self._state_dir = state_dir or Path(tempfile.mkdtemp(prefix="samsa-testrunner-"))
+        self._state_dir = Path(
+            state_dir if state_dir is not None else tempfile.mkdtemp(prefix="samsa-testrunner-")
+        )
         self._job: JobConfig | None = None
         self._model: JobModel | None = None
         self._fed: set[int] = set()  # inputs already produced (a restart feeds only new ones)
@@ -185,7 +188,7 @@ class TestRunner:
 
     # -- building the test -------------------------------------------------------------------------
     @classmethod
-    def of(cls, task: type | str, state_dir: Path | None = None) -> TestRunner:
+    def of(cls, task: type | str, state_dir: str | os.PathLike[str] | None = None) -> TestRunner:
         """A runner for a `StreamTask` class (or its `module:Class` path)."""
         path = task if isinstance(task, str) else register_object(task)
         return cls(path, state_dir)
@@ -734,6 +737,12 @@ class TestRunner:
             known = ", ".join(sorted(specs)) or "none"
             raise TestRunnerError(f"no store {store!r} in the job (stores: {known})")
         tasks = [ti for container in self._containers.values() for ti in container.tasks]
+        if not tasks and self._failure is not None:
+            # Its changelog holds writes after the last commit that a restart trims: not what a restart sees.
+            raise TestRunnerError(
+                f"store {store!r}: the job failed ({self._failure!r}), so its stores are what a restart "
+                "restores: call restart() and run() before reading it"
+            )
         if not tasks:
             return self._store_from_changelog(job, store)
         out: dict[str, dict[Any, Any]] = {}

@@ -119,3 +119,16 @@ def test_every_task_of_a_fenced_transaction_is_refused_naming_the_newer_start(ur
         assert "container 0 of job job-1 was started again and this start (epoch 1 on host host-1" in str(e)
         assert f"a newer start of it took over ({newer.describe()})" in str(e)
     assert older.read_last() == {}
+
+
+def test_a_checkpoint_transaction_failing_inside_is_aborted_so_the_next_commit_goes_through(url: str) -> None:
+    manager = _manager(url, _start(1))
+
+    def broken(producer: KafkaProducer) -> None:
+        raise ValueError("cannot encode")  # e.g. a serializer's error, after begin_transaction
+
+    with pytest.raises(ValueError, match="cannot encode"):
+        manager._in_transaction("task Partition 0", broken)
+    # Left open, every later commit failed in begin_transaction and readers waited at the open transaction.
+    manager.commit("Partition 0", [1], _checkpoint(0), None)
+    assert manager.read_last()["Partition 0"] == _checkpoint(0)

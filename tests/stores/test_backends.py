@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from samsa.exceptions import InvalidConfigError
 from samsa.stores.backends import StoreBackends, store_backends
 from samsa.stores.exceptions import RestoreSourceError, StoreConfigError
 from samsa.stores.factory import StoreSpec
@@ -83,6 +84,8 @@ def test_a_checkpoint_whose_markers_no_restore_factory_has_is_refused_naming_sto
     assert "store 'counts' of task 'Partition 3'" in message
     assert "from blobstore only" in message and "restores from changelog" in message
     assert "stores.counts.restore.factories=blobstore,changelog" in message
+    # A config change mends it, a restart does not: a container exits with the config-error status.
+    assert isinstance(refused.value, InvalidConfigError)
 
 
 def test_no_marker_for_the_store_anywhere_restores_from_the_first_factory() -> None:
