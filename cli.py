@@ -12,13 +12,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from samsa.checkpoint.exceptions import CheckpointFencedError
-from samsa.deploy.restarts import ALREADY_RUNNING_EXIT, CONFIG_ERROR_EXIT, FENCED_EXIT
-from samsa.exceptions import InvalidConfigError, SamsaError
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, unmendable_exit
+from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
-from samsa.runtime.exceptions import ConfigError, ContainerAlreadyRunningError
+from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStreamPartition
 
@@ -509,24 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error_status(args: argparse.Namespace, error: BaseException) -> int:
-    """2; a single container stopped by a configuration error exits CONFIG_ERROR_EXIT instead, which its
-    supervisor does not restart (the init() of a task asking for an undefined store counts as one), and one
-    fenced by a newer start of itself FENCED_EXIT, which ends its supervisor's job, and one refused because
-    another process here holds its lock ALREADY_RUNNING_EXIT, which ends it too."""
+    """2; a single container whose failure a restart cannot mend exits with that failure's status instead
+    (`unmendable_exit`: a configuration error, a fence by a newer start of itself, its lock held by another
+    process here), which ends its supervisor's job rather than restarting it."""
     if getattr(args, "container_id", None) is None:
         return 2
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, InvalidConfigError):
-            return CONFIG_ERROR_EXIT
-        if isinstance(cause, CheckpointFencedError):
-            return FENCED_EXIT
-        if isinstance(cause, ContainerAlreadyRunningError):
-            return ALREADY_RUNNING_EXIT
-        seen.add(id(cause))
-        cause = cause.__cause__
-    return 2
+    return unmendable_exit(error) or 2
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 EPOCH_HEADER = "samsa.epoch"
 # How long a fenced start looks in the starts topic for the newer start's record, to name it.
 _NEWER_START_LOOKUP_S = 5.0
+_UNNAMED_NEWER_START = "a newer start of it registered the checkpoint producer at the broker"
 # Samza's task.live.checkpoint.max.age: a lower-priority record newer by more than this wins.
 DEFAULT_LIVE_MAX_AGE_MS = 600_000
 
@@ -317,10 +318,7 @@ class KafkaCheckpointManager:
         except KafkaSystemError as e:
             # A fenced producer fails fatally, in the transaction call or already in the send.
             if _fenced_error(e):
-                first = self._fenced is None
-                self.fence(self._newer_start())
-                if first and self.on_fenced is not None:
-                    self.on_fenced(self._fenced or "")
+                self._fenced_at_broker()
                 self._raise_if_fenced(what)
             if begun and not (isinstance(e, TransactionError) and e.fatal):
                 self._abort_quietly()
@@ -339,7 +337,20 @@ class KafkaCheckpointManager:
         except KafkaSystemError as e:
             log.warning("aborting the checkpoint transaction on %s failed: %s", self.topic, e)
 
-    def _newer_start(self) -> str:
+    def _fenced_at_broker(self) -> None:
+        """The broker refused this start's producer: a newer start registered it. The container is told at
+        once (it stops processing), before the newer start is looked up to name it: that lookup may wait
+        seconds for a slow broker."""
+        if self._fenced is not None:
+            return
+        self.fence(_UNNAMED_NEWER_START)
+        if self.on_fenced is not None:
+            self.on_fenced(self._fenced or "")
+        newer = self._newer_start()
+        if newer is not None:
+            self._fenced = fenced_message(self._start, self.epoch, newer)
+
+    def _newer_start(self) -> str | None:
         """The start that fenced this one, from its start record (best effort: the broker does not say)."""
         newer = None
         if self._start is not None and self.starts_topic is not None:
@@ -351,7 +362,7 @@ class KafkaCheckpointManager:
             except (CheckpointError, KafkaSystemError) as e:
                 log.debug("looking up the start that fenced %s: %r", self._start.describe(), e)
         if newer is None or newer == self._start:
-            return "a newer start of it registered the checkpoint producer at the broker"
+            return None
         return f"a newer start of it took over ({newer.describe()})"
 
     def _raise_if_fenced(self, what: str) -> None:

@@ -62,6 +62,8 @@ class ContainerReport:
     info: dict[str, Any]
     detail: str
     last_seen: float
+    #: A failed container's exit status when a restart cannot mend its failure (`unmendable_exit`).
+    exit_status: int | None = None
 
 
 class _Line:
@@ -124,6 +126,10 @@ def _int(message: Mapping[str, Any], name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ControlProtocolError(f"control message field {name!r} must be an integer")
     return value
+
+
+def _exit_status(message: Mapping[str, Any]) -> int | None:
+    return None if message.get("exit") is None else _int(message, "exit")
 
 
 def _state(message: Mapping[str, Any], allowed: tuple[str, ...] = STATES) -> str:
@@ -332,10 +338,12 @@ class ControlServer:
 
     def _handle(self, conn: _Line, session: _Session, message: dict[str, Any]) -> _Session | None:
         kind = message["type"]
+        exit_status = None
         if kind == "poll":
             state, progress, detail = _state(message), _progress(message), None
         elif kind == "close":
             state, progress, detail = _state(message, _FINAL_STATES), None, _str(message, "detail")
+            exit_status = _exit_status(message)
         else:
             raise ControlProtocolError(f"unexpected control message type {kind!r}")
         with self._cond:
@@ -346,6 +354,7 @@ class ControlServer:
                 report.state, report.progress, report.last_seen = state, progress, self._clock()
                 if detail is not None:
                     report.detail = detail[:_MAX_DETAIL]
+                    report.exit_status = exit_status
                 reply = "stop" if self._stop_requested else "ok"
                 self._cond.notify_all()
         if kind == "close":
@@ -559,8 +568,9 @@ class ControlClient:
             self._conn.close()
             self._conn = None
 
-    def close(self, state: str = "stopped", detail: str = "") -> None:
-        """Best-effort final report (stopped or failed, with detail), then closes and joins the thread."""
+    def close(self, state: str = "stopped", detail: str = "", exit_status: int | None = None) -> None:
+        """Best-effort final report (stopped or failed, with detail, and the exit status of a failure that
+        a restart cannot mend), then closes and joins the thread."""
         if state not in _FINAL_STATES:
             raise ValueError(f"a container closes as one of {_FINAL_STATES}, not {state!r}")
         self._closing.set()
@@ -575,7 +585,12 @@ class ControlClient:
                 if self._conn is None and self._epoch is not None and self._reconnect():
                     return
                 if self._conn is not None:
-                    message = {"type": "close", "state": state, "detail": detail[:_MAX_DETAIL]}
+                    message = {
+                        "type": "close",
+                        "state": state,
+                        "detail": detail[:_MAX_DETAIL],
+                        "exit": exit_status,
+                    }
                     self._conn.send(message, self._io_timeout_s)
                     self._conn.recv(self._io_timeout_s)
             except (OSError, ControlProtocolError) as e:

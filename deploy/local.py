@@ -13,13 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-from samsa.deploy.restarts import (
-    ALREADY_RUNNING_EXIT,
-    CONFIG_ERROR_EXIT,
-    FENCED_EXIT,
-    RESTART_WINDOW_S,
-    RestartBudget,
-)
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import JobCoordinator
@@ -27,17 +21,6 @@ from samsa.runtime.run_lock import RunLock
 
 log = logging.getLogger(__name__)
 
-#: Exit statuses of a container that a restart cannot mend, with what the supervisor says before it stops.
-_NO_RESTART = {
-    CONFIG_ERROR_EXIT: "stopped on a configuration error (its log above says what to fix); a restart would "
-    "meet it again, so the job stops: fix the config and start the job again",
-    FENCED_EXIT: "was fenced by a newer start of it (its log above says which: epoch, host, pid), which runs "
-    "on; restarting it here would fence that one in turn, so this job stops. Two copies of the job (or of "
-    "this container) ran at once: keep one",
-    ALREADY_RUNNING_EXIT: "was refused: another process on this machine runs it (its log above names the pid "
-    "holding the lock); a restart would be refused the same way, so this job stops. Stop that process (a "
-    "copy left by an earlier run), then start the job again",
-}
 
 T = TypeVar("T")
 
@@ -155,7 +138,7 @@ class LocalSupervisor:
             child.done, child.rc = True, 0
             log.info("container %s finished", child.container_id)
             return
-        why = _NO_RESTART.get(rc)
+        why = NO_RESTART.get(rc)
         if why is not None:
             # A restart would meet the same cause again: the job stops.
             log.error("container %s of job %s %s", child.container_id, self.job.job_key, why)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections import deque
 
+from samsa.checkpoint.exceptions import CheckpointFencedError
+from samsa.exceptions import InvalidConfigError
+from samsa.runtime.exceptions import ContainerAlreadyRunningError
+
 # Restarts are counted over this window against the deployment's max.restarts.
 RESTART_WINDOW_S = 600.0
 # Exit status of a container stopped by a configuration error (sysexits' EX_CONFIG): a restart meets the
@@ -17,6 +21,17 @@ FENCED_EXIT = 79
 # copy still running): every restart is refused the same way while that one runs, so a supervisor ends the
 # job instead of restarting it in a loop.
 ALREADY_RUNNING_EXIT = 80
+#: Exit statuses of a container that a restart cannot mend, with what a supervisor says before it stops.
+NO_RESTART = {
+    CONFIG_ERROR_EXIT: "stopped on a configuration error (its log above says what to fix); a restart would "
+    "meet it again, so the job stops: fix the config and start the job again",
+    FENCED_EXIT: "was fenced by a newer start of it (its log above says which: epoch, host, pid), which runs "
+    "on; restarting it here would fence that one in turn, so this job stops. Two copies of the job (or of "
+    "this container) ran at once: keep one",
+    ALREADY_RUNNING_EXIT: "was refused: another process on this machine runs it (its log above names the pid "
+    "holding the lock); a restart would be refused the same way, so this job stops. Stop that process (a "
+    "copy left by an earlier run), then start the job again",
+}
 # Backoff before restarting a crashed container: doubles per recent crash, capped.
 _BACKOFF_START_S = 0.5
 _BACKOFF_MAX_S = 30.0
@@ -42,3 +57,21 @@ class RestartBudget:
             return None
         self._restarts.append(now)
         return float(min(_BACKOFF_MAX_S, _BACKOFF_START_S * 2.0 ** (len(self._restarts) - 1)))
+
+
+def unmendable_exit(error: BaseException) -> int | None:
+    """The exit status of a container failure that a restart cannot mend, from the error or its causes: a
+    configuration error (the init() of a task asking for an undefined store counts as one), a fence by a
+    newer start of the container, its lock held by another process here; None for any other failure."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, InvalidConfigError):
+            return CONFIG_ERROR_EXIT
+        if isinstance(cause, CheckpointFencedError):
+            return FENCED_EXIT
+        if isinstance(cause, ContainerAlreadyRunningError):
+            return ALREADY_RUNNING_EXIT
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from samsa.deploy.control import ControlServer, new_secret
 from samsa.deploy.exceptions import SparkError
-from samsa.deploy.restarts import RESTART_WINDOW_S, RestartBudget
+from samsa.deploy.restarts import NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.deploy.spark import Spark, TaskPlace, default_master, spark_conf
 from samsa.deploy.spark_task import ContainerLaunch, ContainerOutcome, run_container
 from samsa.runtime.config.job import JobConfig
@@ -166,6 +166,20 @@ class SparkSupervisor:
             except SparkError as e:
                 self._note_place(spark, slot)
                 slot.error = self._last_error(slot, e)
+                unmendable = self._unmendable(slot)
+                if unmendable is not None and not self._stopping:
+                    # A restart would meet the same cause again (and a fenced one would fence the newer
+                    # copy in turn): the job stops, as under the local supervisor.
+                    log.error(
+                        "container %s of job %s %s. Its error: %s",
+                        slot.container_id,
+                        self.job.job_key,
+                        NO_RESTART[unmendable],
+                        slot.error,
+                    )
+                    self.failed = True
+                    self._stopping = True
+                    return
                 if self._stopping:
                     # A failure while stopping may have cost the final commit: the job did not end cleanly.
                     log.error("container %s failed while stopping: %s", slot.container_id, slot.error)
@@ -201,6 +215,14 @@ class SparkSupervisor:
         if report is not None and report.state == "failed" and report.detail:
             return report.detail
         return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+    def _unmendable(self, slot: _Slot) -> int | None:
+        """The exit status its last attempt reported for a failure that a restart cannot mend, if any."""
+        assert self.control is not None
+        report = self.control.reports().get(slot.container_id)
+        if report is None or report.state != "failed":
+            return None
+        return report.exit_status
 
     def _note_place(self, spark: Spark, slot: _Slot) -> None:
         """Remembers the executor the container's last attempt ran on, to ask for it at the next start."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from samsa.deploy.control import ControlClient
+from samsa.deploy.restarts import unmendable_exit
 from samsa.deploy.spark import current_attempt
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
@@ -102,7 +103,7 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
         log.info("container %s started as epoch %d (Spark attempt %s)", model.id, epoch, info or "-")
         caught_up = container.run()
     except BaseException as e:
-        client.close("failed", f"{type(e).__name__}: {e}")
+        client.close("failed", f"{type(e).__name__}: {e}", unmendable_exit(e))
         raise
     finally:
         if main:

@@ -107,6 +107,9 @@ class ContainerHooks:
     #: Wall time in seconds, the same on every host: numbers exactly-once source tasks' versions, and dates
     #: a start (its epoch, when no driver gives one).
     version_clock: Callable[[], float] = time.time
+    #: Called with the tasks once their stores are restored and open, before their `init()` (a test driver
+    #: puts a store's initial contents here, so `init()` sees them and the start-up commit keeps them).
+    before_init: Callable[[Sequence[TaskInstance]], None] | None = None
 
 
 class Container:
@@ -610,11 +613,12 @@ class Container:
 
     def start(self) -> RunLoop | None:
         """Everything before the loop: clients, restore, tasks, the start-up commit. Returns the loop ready
-        to `run` or `step`, then `finish`; None when stopped while restoring (all released)."""
+        to `run` or `step`, then `finish`; None when stopped while waiting for its lock or restoring (all
+        released)."""
         kafka_systems = [name for name, s in self.job.systems.items() if s.kafka_clients]
-        if not self._driven:
-            # Before fencing: a second start on this machine is refused and leaves the running one be.
-            self._take_lock()
+        # Before fencing: a second start on this machine is refused and leaves the running one be.
+        if not self._driven and not self._take_lock():
+            return None
         with self._released_on_failure():
             for system in kafka_systems:
                 self._producers[system] = self._new_producer(client_config(self.job, system, "producer"))
@@ -625,9 +629,11 @@ class Container:
                 self.job, self._checkpoint_producer, read_versions, self.epoch
             )
             self._fence_older_starts()
-            if self._driven:
-                # Once older starts are fenced: they stop at their next commit (or the driver's word).
-                self._take_lock()
+            # Once older starts are fenced: they stop at their next commit (or the driver's word).
+            if self._driven and not self._take_lock():
+                self._bootstrapped()
+                self._release(failed=False)
+                return None
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
             checkpoints = self._checkpoints.read_last()
@@ -678,6 +684,8 @@ class Container:
             for consumer, routes in sources:
                 consumer.assign({buf.tp: buf.start_offset() for buf in routes.values()})
             self._container_metrics()
+            if self._hooks.before_init is not None:
+                self._hooks.before_init(self._tasks)
             for ti in self._tasks:
                 ti.init()
             if self._eos is not None:
@@ -745,19 +753,22 @@ class Container:
         if self._fenced is not None:  # told meanwhile
             self._checkpoints.fence(self._fenced)
 
-    def _take_lock(self) -> None:
+    def _take_lock(self) -> bool:
         """Refuses a second start of this container on this machine (two would share, and delete each
         other's, store files), then writes the pid file. A start under a newer epoch (Spark) waits for the
-        older one, fenced by now, to stop first."""
+        older one, fenced by now, to stop first; False when asked to stop while waiting."""
         lock = RunLock(
             pid_dir(self.job) / f"container-{self.model.id}.lock",
             f"container {self.model.id} of job {self.job.job_key}",
         )
         wait_s = (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000 if self._driven else 0.0
-        lock.acquire(max(wait_s, self._lock_wait_s), self._restore_stop.is_set)
+        if not lock.acquire(max(wait_s, self._lock_wait_s), self._restore_stop.is_set):
+            log.info("stopped while waiting for %s to be free; nothing started", lock.path)
+            return False
         self._lock = lock
         self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
         self._pid_file.write_text(str(os.getpid()))
+        return True
 
     def _let_go(self) -> None:
         """Removes the pid file and releases the lock, once: a later start of the container may own them."""

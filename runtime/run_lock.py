@@ -26,9 +26,10 @@ class RunLock:
         self._what = what
         self._file: IO[str] | None = None
 
-    def acquire(self, wait_s: float = 0.0, stopped: Callable[[], bool] | None = None) -> None:
-        """Takes the lock, waiting up to `wait_s` for a holder to go (or until `stopped()`); raises
-        ContainerAlreadyRunningError naming the holder when it is still held."""
+    def acquire(self, wait_s: float = 0.0, stopped: Callable[[], bool] | None = None) -> bool:
+        """Takes the lock (True), waiting up to `wait_s` for a holder to go; False, without the lock, when
+        `stopped()` while waiting. Raises ContainerAlreadyRunningError naming the holder when it is still
+        held after `wait_s`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A new open file description per attempt: flock conflicts between two of them even in one process.
         file = self.path.open("a+")
@@ -38,7 +39,10 @@ class RunLock:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline or (stopped is not None and stopped()):
+                if stopped is not None and stopped():
+                    file.close()
+                    return False
+                if time.monotonic() >= deadline:
                     holder = self._holder()
                     file.close()
                     raise ContainerAlreadyRunningError(
@@ -51,6 +55,7 @@ class RunLock:
         file.write(str(os.getpid()))
         file.flush()
         self._file = file
+        return True
 
     def release(self) -> None:
         """Lets the lock go (idempotent); the file stays."""

@@ -27,6 +27,7 @@ import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
 from samsa.runtime.run_loop import RunLoop
 from samsa.runtime.state import changelog_partition, changelogs
+from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.base import Serde
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.factory import store_specs
@@ -170,7 +172,8 @@ class TestRunner:
         self._job: JobConfig | None = None
         self._model: JobModel | None = None
         self._fed: set[int] = set()  # inputs already produced (a restart feeds only new ones)
-        self._seeded = False  # add_store's initial contents are in the stores (at the first start)
+        #: Containers whose tasks got add_store's initial contents (at their first start, before init()).
+        self._seeded: set[str] = set()
         self._clock = ManualClock()
         self._containers: dict[str, Container] = {}
         #: Why the job cannot go on without a restart(): a run failed, or its tasks shut it down.
@@ -325,9 +328,6 @@ class TestRunner:
         deadline = time.monotonic() + timeout
         try:
             loops = self._start_containers(deadline, timeout)
-            if not self._seeded:
-                self._seed_stores(job)
-                self._seeded = True
             self._step(loops, deadline, timeout)
             for container in self._containers.values():
                 container.commit_all()
@@ -403,10 +403,14 @@ class TestRunner:
 
     def _start_containers(self, deadline: float, timeout: float) -> list[RunLoop]:
         assert self._job is not None and self._model is not None
+        unseeded = any(model.id not in self._seeded for model in self._model.containers)
+        plan = self._seed_plan(self._job) if unseeded else {}
         for model in self._model.containers:
             if model.id in self._containers:
                 continue
-            container = Container(self._job, model, hooks=ContainerHooks(clock=self._clock))
+            seed = partial(self._seed_tasks, plan) if plan and model.id not in self._seeded else None
+            hooks = ContainerHooks(clock=self._clock, before_init=seed)
+            container = Container(self._job, model, hooks=hooks)
             timer = threading.Timer(max(0.0, deadline - time.monotonic()), container.stop)
             timer.start()
             try:
@@ -419,6 +423,7 @@ class TestRunner:
                     f"timeout of {timeout} s"
                 )
             self._containers[model.id] = container
+            self._seeded.add(model.id)
         loops = [c.loop for c in self._containers.values()]
         return [loop for loop in loops if loop is not None]
 
@@ -603,27 +608,22 @@ class TestRunner:
             producer.close()
         self._fed.update(index for index, _ in pending)
 
-    def _seed_stores(self, job: JobConfig) -> None:
-        """add_store's initial contents, put into the tasks' stores at the first start before any input,
-        and committed (so a restart restores them through the store's backend)."""
-        plan = self._seed_plan(job)
-        if not plan:
-            return
-        tasks = {ti.name: ti for c in self._containers.values() for ti in c.tasks}
-        for task, entries in plan.items():
-            for store, key, value in entries:
-                target = tasks[task].storage.stores[store]
+    @staticmethod
+    def _seed_tasks(plan: Mapping[str, list[tuple[str, Any, Any]]], tasks: Sequence[TaskInstance]) -> None:
+        """add_store's initial contents, put into a container's task stores at its first start before the
+        tasks' init(); its start-up commit keeps them (a restart restores them through the store's
+        backend). An entry the store cannot take fails that start: nothing of it is committed."""
+        for ti in tasks:
+            for store, key, value in plan.get(ti.name, ()):
+                target = ti.storage.stores[store]
                 try:
                     target.put(key, value)
                     target.flush()  # a cached store serializes here: the error names the entry
                 except Exception as e:
-                    self._stop_containers(crash=True)  # nothing of the seed stays; a next run tries again
                     raise TestRunnerError(
                         f"add_store({store!r}): initial entry {key!r}: {value!r} cannot go into the store: "
                         f"{e}; check it against stores.{store}.key.serde / msg.serde"
                     ) from e
-        for container in self._containers.values():
-            container.commit_all()
 
     def _seed_plan(self, job: JobConfig) -> dict[str, list[tuple[str, Any, Any]]]:
         """Task name -> (store, key, value) of the initial contents it gets."""

@@ -132,3 +132,27 @@ def test_a_checkpoint_transaction_failing_inside_is_aborted_so_the_next_commit_g
     # Left open, every later commit failed in begin_transaction and readers waited at the open transaction.
     manager.commit("Partition 0", [1], _checkpoint(0), None)
     assert manager.read_last()["Partition 0"] == _checkpoint(0)
+
+
+def test_a_fenced_start_is_told_before_the_newer_start_is_looked_up(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import samsa.checkpoint.kafka_manager as kafka_manager
+
+    older = _manager(url, _start(1))
+    newer = _start(2)
+    _manager(url, newer)
+    told: list[str] = []
+    older.on_fenced = told.append
+    read_latest = kafka_manager.read_latest
+
+    def slow_lookup(*args: object, **kwargs: object) -> object:
+        # The container must already know: it stops processing while a slow broker answers the lookup.
+        assert told, "the container was told only after the lookup"
+        return read_latest(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kafka_manager, "read_latest", slow_lookup)
+    with pytest.raises(CheckpointFencedError, match=r"a newer start of it took over \(epoch 2"):
+        older.commit("Partition 0", [1], _checkpoint(0), None)
+    assert len(told) == 1 and "registered the checkpoint producer at the broker" in told[0]
+    assert older.fenced is not None and newer.describe() in older.fenced

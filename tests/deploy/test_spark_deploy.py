@@ -164,6 +164,24 @@ def test_a_container_failing_past_max_restarts_fails_the_job_with_its_last_error
     assert slot.error is not None and "boom" in slot.error
 
 
+def test_a_container_failing_on_a_config_error_ends_the_job_without_a_restart(
+    spark, job_config, topics, produce
+):
+    # The task's init() asks for a store the config does not define: every restart would fail the same way.
+    words, out = topics(1), topics(1)
+    config = job_config(
+        f"kafka.{words}", out, task="samsa_test_tasks:CountTask", **{"deploy.spark.max.restarts": "5"}
+    )
+    produce(words, [("k", "1")])
+    supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
+    started = time.monotonic()
+    assert supervisor.run() == 1
+    assert time.monotonic() - started < 60
+    slot = supervisor.slots[0]
+    assert slot.starts == 1, "a config error was restarted"
+    assert slot.error is not None and "counts" in slot.error
+
+
 def test_sigterm_on_the_driver_stops_every_container_with_a_final_commit(
     job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env, kafka_bootstrap
 ):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +119,31 @@ def test_a_second_start_of_a_running_container_is_refused_and_a_crash_frees_it(
     again = Container(inmemory_job, model)  # a finished container let go too
     assert again.start() is not None
     again.crash()
+
+
+def test_a_waiting_lock_asked_to_stop_gives_up_without_the_lock_and_without_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "container-0.lock"
+    holder = RunLock(path, "c")
+    holder.acquire()
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    started = time.monotonic()
+    assert RunLock(path, "c").acquire(wait_s=30, stopped=stop.is_set) is False
+    assert time.monotonic() - started < 5
+    holder.release()
+
+
+@pytest.mark.parametrize("driven", [False, True], ids=["supervised", "spark"])
+def test_a_container_stopped_while_waiting_for_the_lock_starts_nothing_and_is_not_already_running(
+    inmemory_job: JobConfig, driven: bool
+) -> None:
+    model = JobCoordinator(inmemory_job).prepare().containers[0]
+    running = Container(inmemory_job, model)
+    assert running.start() is not None
+    # A supervised container waits for an orphan's lock; a Spark start (an epoch) for the fenced older start.
+    waiting = Container(inmemory_job, model, epoch=1 if driven else None, lock_wait_s=30)
+    threading.Timer(0.3, waiting.stop).start()
+    started = time.monotonic()
+    assert waiting.start() is None  # a stop, not ContainerAlreadyRunningError (exit 80)
+    assert time.monotonic() - started < 10
+    running.crash()

@@ -49,6 +49,19 @@ class StopOnEnd(StreamTask):
         CLOSED.append("closed")
 
 
+class SeenAtInit(StreamTask):
+    """Adds each value to its key's sum in store `sums`, and sends what the store held when init() ran (a
+    cache warmed there)."""
+
+    def init(self, context):
+        self.sums = context.store("sums")
+        self.at_init = dict(self.sums.all())
+
+    def process(self, envelope, collector, coordinator):
+        self.sums.put(envelope.key, (self.sums.get(envelope.key) or 0) + envelope.value)
+        collector.send(OutgoingMessage("kafka", "out", key=envelope.key, value=self.at_init))
+
+
 def scaler(factor: int) -> type[StreamTask]:
     class Scaler(StreamTask):
         def process(self, envelope, collector, coordinator):
@@ -287,6 +300,18 @@ def test_an_input_the_serde_rejects_names_stream_and_item_and_nothing_is_fed(tmp
         assert runner.add_input("words", ["a", "c"]).run().output("counts-out") == [1, 1]
     with pytest.raises(TestRunnerError, match=r"item 1 \('a', 'b', 'c'\) is a tuple of 3"):
         TestRunner.of(WordCount).add_input("words", ["x", ("a", "b", "c")])
+
+
+def test_initial_contents_are_in_the_store_when_init_runs_and_are_put_once(tmp_path):
+    config = {"systems.kafka.samza.key.serde": "string", "stores.sums.changelog": "kafka.sums-changelog"}
+    with TestRunner.of(SeenAtInit, state_dir=tmp_path) as runner:
+        runner.with_config(config).add_store("sums", initial={"k": 7}).add_output("out")
+        assert runner.add_input("in", [("k", 1)]).run().output("out") == [{"k": 7}]
+        # A restart restores the store through its changelog; the initial contents are not put again.
+        runner.restart()
+        result = runner.add_input("in", [("k", 2)]).run()
+        assert [m.value for m in runner.read_stream("out")] == [{"k": 7}, {"k": 8}]
+        assert result.store("sums") == {"k": 10}
 
 
 def test_an_initial_value_the_store_serde_rejects_names_the_store(tmp_path):
