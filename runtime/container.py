@@ -8,7 +8,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,8 +42,9 @@ from samsa.runtime.collector import OutputCollector
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
 from samsa.runtime.eos_tasks import ExactlyOnceTasks
-from samsa.runtime.exceptions import ContainerError, MessageDeserializationError
+from samsa.runtime.exceptions import ContainerError, MessageDeserializationError, UserCodeError
 from samsa.runtime.job_model import ContainerModel, TaskModel
+from samsa.runtime.offsets import start_offset
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
@@ -59,7 +60,7 @@ from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.serialized import SerializedStore
 from samsa.stores.storage_manager import TaskStorage
-from samsa.streams import SystemStreamPartition
+from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,9 @@ class Container:
     def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
         task_class = validation.task_class(self.job)
         collector = OutputCollector(self.job, self._producers, self._serdes)
+        # Of every task of the job: a partition added to an input since the last run has no checkpoint of
+        # its own, and its task may be new, but the stream's other partitions have (`start_offset`).
+        checkpointed = {ssp.system_stream for cp in checkpoints.values() for ssp in cp.offsets}
         for tm in self.model.tasks:
             storage = storages[tm.name]
             context = TaskContextImpl(
@@ -242,7 +246,7 @@ class Container:
                 self.job.window_ms,
             )
             self._schedule_timers(ti)
-            ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name)))
+            ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name), checkpointed))
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
                 if not self._consumes(tm, ssp):
@@ -404,35 +408,22 @@ class Container:
         return checked(manager, self.job.config.value(MANAGER_FACTORY_KEY))
 
     def _start_offsets(
-        self, partitions: Sequence[SystemStreamPartition], checkpoint: AnyCheckpoint | None
+        self,
+        partitions: Sequence[SystemStreamPartition],
+        checkpoint: AnyCheckpoint | None,
+        checkpointed: Set[SystemStream],
     ) -> dict[SystemStreamPartition, int]:
+        """Each partition's start (`start_offset`); `checkpointed`: the streams the job's checkpoints hold
+        offsets of."""
         out = {}
         for ssp in partitions:
-            settings = self.job.stream(ssp.system_stream)
-            low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
-            saved = None if checkpoint is None or settings.reset_offset else checkpoint.offsets.get(ssp)
-            if saved is None:
-                out[ssp] = low if settings.offset_default == "oldest" else high
-            elif saved < low:
-                log.warning(
-                    "%s: checkpointed offset %d was deleted by retention; starting at %d", ssp, saved, low
-                )
-                out[ssp] = low
-            elif saved > high:
-                # The topic was recreated or truncated: the checkpoint points past its end.
-                start = low if settings.offset_default == "oldest" else high
-                log.warning(
-                    "%s: checkpointed offset %d is past the high watermark %d (topic recreated?); "
-                    "starting at %d per samza.offset.default=%s",
-                    ssp,
-                    saved,
-                    high,
-                    start,
-                    settings.offset_default,
-                )
-                out[ssp] = start
-            else:
-                out[ssp] = saved
+            out[ssp] = start_offset(
+                ssp,
+                self.job.stream(ssp.system_stream),
+                checkpoint.offsets.get(ssp) if checkpoint is not None else None,
+                self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition)),
+                ssp.system_stream in checkpointed,
+            )
         return out
 
     def _buffers(self) -> list[tuple[KafkaConsumer, dict[tuple[str, int], PartitionBuffer]]]:
@@ -784,14 +775,20 @@ class Container:
         self.commit(self._tasks, wait=True, requested=True)
 
     def finish(self) -> bool:
-        """After the loop: the final commit, the tasks' close, the clients' release. True when the loop
-        stopped because every input was caught up."""
+        """After the loop: the tasks' close(), the final commit, the stores' and clients' release. True when
+        the loop stopped because every input was caught up."""
         assert self._loop is not None, "finish() follows a start() that returned the loop"
         with self._released_on_failure():
             self._phase = "stopping"
             self._bootstrapped()
             if self._fenced is not None:
                 raise self._fenced_error()
+            # close() before the final commit, as Kafka Streams closes processors before its last commit:
+            # what close() writes (aggregates kept in memory, say) is committed with the rest. Written after
+            # the commit, it would be undone at the next start as writes past the checkpoint. A close()
+            # that fails fails the stop without a commit: the next start resumes from the last one.
+            for ti in self._tasks:
+                ti.close_task()
             self.commit(self._tasks, wait=True)
             if self._eos is not None:
                 for ti in self._tasks:
@@ -947,11 +944,20 @@ class Container:
         }
 
     def _close_tasks(self, quietly: bool = False) -> None:
+        """Each task's close() (unless it ran) and its stores'; `quietly` after a failure: log, go on."""
         tasks, self._tasks = self._tasks, []
+        first: Exception | None = None
         for ti in tasks:
             try:
                 ti.close()
             except Exception as e:
-                if not quietly:
-                    raise ContainerError(f"task {ti.name}: close() failed: {e!r}") from e
-                log.exception("task %s: close() failed while stopping after an error", ti.name)
+                if quietly:
+                    log.exception("task %s: close() failed while stopping after an error", ti.name)
+                elif first is None:  # raised once every task's stores are closed
+                    if isinstance(e, UserCodeError):
+                        first = e
+                    else:
+                        first = ContainerError(f"task {ti.name}: closing its stores failed: {e!r}")
+                        first.__cause__ = e
+        if first is not None:
+            raise first

@@ -21,7 +21,7 @@ class UndeclaredOutputError(TaskError, InvalidConfigError):
 
 
 class UserCodeError(TaskError):
-    """The task's own code (`init`, `process`, `window`) raised; `__cause__` is what it raised, whose
+    """The task's own code (`init`, `process`, `window`, `close`) raised; `__cause__` is what it raised, whose
     traceback the CLI shows."""
 
 

@@ -129,6 +129,7 @@ class TaskInstance:
         #: checkpoints); None under at-least-once.
         self.eos: EosTask | None = None
         self.sink: KafkaProducer | None = None
+        self._task_closed = False
 
     def init(self) -> None:
         try:
@@ -147,10 +148,20 @@ class TaskInstance:
             self.next_window = time.monotonic() + self.window_interval
 
     def close(self) -> None:
+        """The task's close() (unless `close_task` ran it), then its stores'."""
         try:
-            self.task.close()
+            if not self._task_closed:
+                self.close_task()
         finally:
             self.storage.close()
+
+    def close_task(self) -> None:
+        """The task's own close(), once: what it writes to its stores goes into the next (final) commit."""
+        self._task_closed = True
+        try:
+            self.task.close()
+        except Exception as e:
+            raise UserCodeError(f"task {self.name}: close() failed: {described(e)}") from e
 
     def commit_skipped(self) -> None:
         """The previous commit still uploads (within task.commit.max.delay.ms): try again next interval."""
