@@ -8,8 +8,9 @@ memtable flush and local checkpoint of the held stores (off the loop thread: the
 an SST, which rocksdict runs without the GIL), their release, backend uploads, marker files in the
 checkpoint dirs, the checkpoint record(s), then cleanup. One commit per task is in flight at a time,
 counting both phases; a commit falling due while the previous one still uploads is skipped for up to
-`task.commit.max.delay.ms`, then blocks the task for up to `task.commit.timeout.ms`, then fails. An async
-failure fails the next commit.
+`task.commit.max.delay.ms`, then blocks the task for up to `task.commit.timeout.ms`, then fails. A waited
+commit (start-up, requested, final) fails when its async phase has not ended `task.commit.timeout.ms` after
+it began. An async failure fails the next commit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,7 +73,8 @@ CheckpointWriter = Callable[[CommitResult], None]
 
 def wait_all(managers: Iterable[TaskCommitManager]) -> None:
     """Waits for the commit in flight of every manager, then raises the first failure: started together
-    (`start`), the tasks' commits overlap, and none is left running when one failed."""
+    (`start`), the tasks' commits overlap, and none is left running when one failed, unless it did not end
+    within task.commit.timeout.ms (then the caller fails, and abandons it)."""
     failure: Exception | None = None
     for manager in managers:
         try:
@@ -112,6 +115,8 @@ class TaskCommitManager:
         self._failure: BaseException | None = None
         self._last_start = float("-inf")
         self._in_flight: Future[None] | None = None
+        #: When the commit in flight must have ended (time.monotonic(), real time even under a test clock).
+        self._deadline = float("inf")
         self.skipped = 0
 
     # -- the commit ---------------------------------------------------------------------------------
@@ -139,11 +144,7 @@ class TaskCommitManager:
             if not requested:
                 log.warning("task %s: previous commit still running; processing waits for it", self.task_name)
             if not self._await_previous():
-                limit = int(self._timeout_s * 1000)
-                raise CommitFailedError(
-                    f"task {self.task_name}: the previous commit did not end within task.commit.timeout.ms="
-                    f"{limit}; check the backends (broker, blob store), or raise the timeout"
-                )
+                raise self._timed_out("the previous commit")
         self._raise_failure(release=True)  # a failure may have landed while we acquired
         try:
             self._last_start = self._clock()
@@ -165,11 +166,30 @@ class TaskCommitManager:
         return self._permit.acquire(timeout=max(0.0, deadline - time.monotonic()))
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Blocks until the commit in flight (if any) has ended; raises its failure."""
-        if self._in_flight is not None:
-            with contextlib.suppress(Exception):  # the async phase records its failure in _failure
-                self._in_flight.result(timeout=timeout_s)
+        """Blocks until the commit in flight (if any) has ended, and raises its failure: a
+        `CommitFailedError` when it runs past task.commit.timeout.ms after it began, a `TimeoutError` when
+        it runs past the caller's own `timeout_s`."""
+        future = self._in_flight
+        if future is not None:
+            # Bounded: a blob store down during an upload or cleanup retries for up to
+            # blobstore.retry.max.duration.ms, which would hold a start, a stop or a requested commit.
+            limit = self._deadline - time.monotonic() if timeout_s is None else timeout_s
+            try:
+                future.result(timeout=max(0.0, limit))
+            except TimeoutError:
+                if timeout_s is not None:
+                    raise
+                raise self._timed_out("the commit") from None
+            except Exception:
+                pass  # the async phase records its failure in _failure (a cancelled one has none)
         self._raise_failure()
+
+    def _timed_out(self, which: str) -> CommitFailedError:
+        limit = int(self._timeout_s * 1000)
+        return CommitFailedError(
+            f"task {self.task_name}: {which} did not end within task.commit.timeout.ms={limit}; check the "
+            "backends (broker, blob store), or raise the timeout"
+        )
 
     def _snapshot(self, offsets: dict[SystemStreamPartition, int]) -> CommitResult:
         crash_point("before-snapshot")
@@ -211,6 +231,7 @@ class TaskCommitManager:
                 store.gate.release()
 
     def _submit(self, snapshot: CommitResult) -> Future[None]:
+        self._deadline = time.monotonic() + self._timeout_s
         try:
             future = self._executor.submit(self._upload_and_checkpoint, snapshot)
         except BaseException:
@@ -280,6 +301,17 @@ class TaskCommitManager:
                 f"its offsets were not checkpointed, so its messages will be processed again"
             ) from failure
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 0.0) -> None:
+        """Closes the backup managers once the async phase in flight (if any) has ended, waiting up to
+        `timeout_s` for it (an abandoned one ends at its next blob request); one still running keeps them."""
+        future = self._in_flight
+        # Never `result()`: a deferring executor's queued work would run here.
+        if future is not None and wait_futures([future], timeout=timeout_s).not_done:
+            log.warning(
+                "task %s: its commit's async phase is still running (a request in flight ends at its "
+                "timeout); its backups are left open to it",
+                self.task_name,
+            )
+            return
         for manager in self._backups.values():
             manager.close()

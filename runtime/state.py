@@ -25,6 +25,7 @@ from samsa.stores.backend import Markers, StateBackendFactory
 from samsa.stores.backends import BLOBSTORE, CHANGELOG, store_backends
 from samsa.stores.blobstore.backup import UploadStats
 from samsa.stores.blobstore.factory import BlobStoreBackendFactory, blob_store_admin
+from samsa.stores.blobstore.requests import ABANDON_WAIT_S
 from samsa.stores.blobstore.restore import RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.changelog.admin import ChangelogAdmin
@@ -338,16 +339,23 @@ class ContainerState:
 
     def close(self, abandon: bool = False) -> None:
         """Waits for the commit in flight (a graceful stop's final commit), then releases the backends.
-        `abandon` (after a failure): the commits and uploads in flight are not waited for, queued ones are
-        dropped, and blob requests stop retrying (an unreachable blob store would hold the container for
-        blobstore.retry.max.duration.ms); what they do not finish is not checkpointed, its blobs expire."""
+        `abandon` (after a failure): queued commits and requests are dropped and blob requests stop retrying
+        (an unreachable blob store would hold the container for blobstore.retry.max.duration.ms); the work
+        in flight is then waited for only until it notices, a few seconds at most, before the backends
+        close. What it did not finish is not checkpointed; its blobs expire, and a cleanup is redone at the
+        next start."""
         self._pool.shutdown(wait=not abandon, cancel_futures=abandon)
+        deadline = time.monotonic() + ABANDON_WAIT_S
+        if abandon and self._blob_factory is not None:
+            # First: the abandon is what ends the async phases waiting on blob requests.
+            self._blob_factory.close(abandon=True)
         for manager in self.commit_managers.values():
-            manager.close()
+            # Before the changelog factory closes the watermark clients an async phase may still use.
+            manager.close(max(0.0, deadline - time.monotonic()) if abandon else 0.0)
         if self._changelog_factory is not None:
             self._changelog_factory.close()
-        if self._blob_factory is not None:
-            self._blob_factory.close(abandon)
+        if not abandon and self._blob_factory is not None:
+            self._blob_factory.close()
 
     def crash(self) -> None:
         """Releases what a killed process would lose, without flushing or committing anything: queued

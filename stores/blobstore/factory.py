@@ -19,6 +19,7 @@ from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
 from samsa.stores.blobstore.exceptions import BlobStoreError
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.local import LocalDirBlobStore
+from samsa.stores.blobstore.requests import ABANDON_WAIT_S, join_pools
 from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
@@ -164,21 +165,30 @@ class BlobStoreBackendFactory:
         return blob_store_admin(self.settings)
 
     def close(self, abandon: bool = False) -> None:
-        """Waits for the uploads and downloads in flight, then releases the stores. `abandon` (after a
-        failure): queued requests are dropped and running ones stop retrying, none waited for; what they
-        still write keeps its TTL and expires uncommitted."""
+        """Waits for the uploads and downloads in flight, then releases the stores and the S3 client.
+        `abandon` (after a failure): queued requests are dropped and running ones stop retrying; their
+        threads are waited for only until they notice (`ABANDON_WAIT_S` at most, never a retry's duration).
+        What they still write keeps its TTL and expires uncommitted."""
         self._read_indexes.clear()  # left by a start that failed before its backup managers took them
         if abandon:
             for store in (self._backup_store, self._restore_store):
                 store.abandon()
-            for pool in (self._commit_pool, self._upload_pool, self._download_pool):
+            pools = (self._commit_pool, self._upload_pool, self._download_pool)
+            for pool in pools:
                 pool.shutdown(wait=False, cancel_futures=True)
-            return
-        self._commit_pool.shutdown(wait=True)
-        for store in (self._backup_store, self._restore_store):
-            store.close()
-        self._upload_pool.shutdown(wait=True)
-        self._download_pool.shutdown(wait=True)
+            if not join_pools(pools, ABANDON_WAIT_S):
+                # A request stalled on a dead connection: it ends at the client's timeout, and is not retried.
+                log.warning(
+                    "abandoned blob store requests are still running after %.0f s; they end on their own "
+                    "(the S3 client is closed under them)",
+                    ABANDON_WAIT_S,
+                )
+        else:
+            self._commit_pool.shutdown(wait=True)
+            for store in (self._backup_store, self._restore_store):
+                store.close()
+            self._upload_pool.shutdown(wait=True)
+            self._download_pool.shutdown(wait=True)
         if self._s3_client is not None:
             self._s3_client.close()
 

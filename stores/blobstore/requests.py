@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, wait
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ParamSpec, TypeVar
 
@@ -23,6 +24,11 @@ T = TypeVar("T")
 
 PIECE = 1 << 20
 """Bytes copied at a time: a 64 MiB chunk never sits in memory whole."""
+
+ABANDON_WAIT_S = 2.0
+"""How long a close after a failure waits for abandoned requests to end: one waiting to retry ends at once,
+one in flight at its answer; one stalled on a dead connection (up to the client's read timeout) is left to
+end by itself rather than hold the failing container."""
 
 ID_END = re.compile(r"\.[0-9a-f]{32}$")
 _UNSAFE_CHARS = re.compile(r"[^\w.=+-]", re.ASCII)
@@ -116,6 +122,16 @@ class RequestTracker:
             pending = list(self._pending)
         for future in pending:
             future.cancel()
+
+
+def join_pools(pools: Iterable[ThreadPoolExecutor], timeout_s: float) -> bool:
+    """Waits up to `timeout_s` in all for the threads of the shut-down `pools` to end; whether all did."""
+    pools = list(pools)
+    deadline = time.monotonic() + timeout_s
+    for pool in pools:
+        for thread in list(pool._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for pool in pools for thread in pool._threads)
 
 
 def copy_stream(source: BinaryIO, target: BinaryIO) -> int:

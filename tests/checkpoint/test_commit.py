@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -15,12 +16,14 @@ SSP = SystemStreamPartition("kafka", "in", 0)
 
 
 class Backup:
-    """A backup manager recording calls; its upload can be held open or made to fail."""
+    """A backup manager recording calls; its upload or cleanup can be held open, its upload made to fail."""
 
     def __init__(self, log: list[str]) -> None:
         self.log = log
         self.release = threading.Event()
         self.release.set()
+        self.release_cleanup = threading.Event()
+        self.release_cleanup.set()
         self.fail_upload: Exception | None = None
 
     def init(self, markers: Any) -> None: ...
@@ -41,11 +44,13 @@ class Backup:
 
     def cleanup(self, checkpoint_id: str, markers: dict[str, str]) -> Future[None]:
         self.log.append("cleanup")
+        self.release_cleanup.wait(10)
         future: Future[None] = Future()
         future.set_result(None)
         return future
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        self.log.append("close")
 
 
 class Clock:
@@ -134,6 +139,51 @@ def test_blocking_beyond_the_timeout_fails() -> None:
         manager.commit({SSP: 2})
     backup.release.set()
     manager.wait(5)
+
+
+def test_a_waited_commit_fails_once_its_cleanup_outlives_the_commit_timeout() -> None:
+    # A blob store down right after the checkpoint: its cleanup retries far longer than the commit timeout,
+    # and a start-up or final commit waiting for it would hold the container as long.
+    log: list[str] = []
+    backup, clock, written = Backup(log), Clock(), []
+    manager = _manager(log, backup, clock, written, timeout_ms=300)
+    backup.release_cleanup.clear()
+    outcome: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            manager.commit({SSP: 1}, wait=True)
+        except BaseException as e:
+            outcome.append(e)
+
+    started = time.monotonic()
+    waiter = threading.Thread(target=commit, daemon=True)
+    waiter.start()
+    try:
+        waiter.join(5)
+        assert not waiter.is_alive(), "the waited commit outlived task.commit.timeout.ms"
+        assert time.monotonic() - started < 2
+        (error,) = outcome
+        assert isinstance(error, CommitFailedError)
+        assert "task.commit.timeout.ms=300" in str(error)
+        assert [r.offsets[SSP] for r in written] == [1], "the checkpoint was written; the cleanup ran on"
+    finally:
+        backup.release_cleanup.set()
+
+
+def test_close_closes_the_backups_only_once_the_async_phase_in_flight_has_ended() -> None:
+    log: list[str] = []
+    backup, clock, written = Backup(log), Clock(), []
+    manager = _manager(log, backup, clock, written)
+    backup.release.clear()
+    manager.commit({SSP: 1})
+    started = time.monotonic()
+    manager.close(timeout_s=0.2)  # the upload still runs: the backups stay open to it
+    assert time.monotonic() - started < 2
+    assert "close" not in log
+    threading.Timer(0.2, backup.release.set).start()
+    manager.close(timeout_s=5)
+    assert log[-2:] == ["cleanup", "close"]
 
 
 def test_an_async_failure_fails_the_next_commit_and_checkpoints_nothing() -> None:

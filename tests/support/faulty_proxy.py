@@ -7,6 +7,8 @@ through its body, or before its head when it has none). Everything else is forwa
 both ways: request bodies sized by Content-Length or chunked (framing and trailers passed through as
 sent), the Host header kept (SigV4 signs it), after `latency_s` (a remote store's round trip; default 0).
 `Expect: 100-continue` is answered by the proxy, and only for requests it forwards or stalls, as S3 does.
+`targets` confines the faults to some requests (say S3's tagging requests only), so that an outage lands in
+one phase of the client's work and no other.
 
 Import the fixture into a conftest next to moto's: `from faulty_proxy import faulty_s3_endpoint`.
 """
@@ -56,6 +58,9 @@ class FaultyProxy:
         self.stall_s = stall_s
         self.kinds = kinds
         self.latency_s = latency_s
+        #: Which requests a fault may hit, by (method, path with query), e.g. only S3 tagging requests;
+        #: None: any. May be changed at any time, like `fraction`.
+        self.targets: Callable[[str, str], bool] | None = None
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._injected: Counter[str] = Counter()
@@ -107,8 +112,12 @@ class FaultyProxy:
         with self._lock:
             self._forced.extend([kind] * count)
 
-    def draw(self) -> str | None:
+    def draw(self, method: str, path: str) -> str | None:
+        """The fault for a request (None: forward it), drawn unless `targets` spares the request."""
         with self._lock:
+            targets = self.targets
+            if targets is not None and not targets(method, path):
+                return None
             if self._forced:
                 kind = self._forced.pop(0)
             elif self._rng.random() >= self.fraction:
@@ -154,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.proxy
 
     def _handle(self) -> None:
-        fault = self.proxy.draw()
+        fault = self.proxy.draw(self.command, self.path)
         if fault in _ERRORS:
             if not self._expects_continue():  # else the client waits for us and sends no body
                 self._copy_body(None)
