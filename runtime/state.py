@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
@@ -364,11 +365,14 @@ class ContainerState:
         this process can open the same RocksDB directories (what the engines wrote through the WAL stays,
         as after kill -9)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        closers: list[Callable[[], None]] = [m.close for m in self.commit_managers.values()]
+        closers: list[Callable[[], None]] = []
+        if self._blob_factory is not None:
+            # Abandoned, as a killed process's would be: with the blob store down, a graceful close would
+            # wait out the retries (blobstore.retry.max.duration.ms) of a fenced container's uploads.
+            closers.append(partial(self._blob_factory.close, abandon=True))
+        closers += [m.close for m in self.commit_managers.values()]
         if self._changelog_factory is not None:
             closers.append(self._changelog_factory.close)
-        if self._blob_factory is not None:
-            closers.append(self._blob_factory.close)
         closers += [e.close for c in self.storage.contexts.values() for e in c.engines.values()]
         for close in closers:
             try:
