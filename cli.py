@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from samsa.deploy.restarts import CONFIG_ERROR_EXIT, unmendable_exit
 from samsa.exceptions import SamsaError
@@ -55,7 +55,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from samsa.deploy.spark_supervisor import run_spark
 
         return run_spark(job, args.until_caught_up, install_stop_handlers)
-    passthrough = [str(args.job), *(f"--config={c}" for c in args.config or [])]
+    # The containers log at the supervisor's level: --log-level DEBUG shows every frame of a task's failure.
+    passthrough = [str(args.job), f"--log-level={args.log_level}"]
+    passthrough += [f"--config={c}" for c in args.config or []]
     if args.until_caught_up:
         passthrough.append("--until-caught-up")
     supervisor = LocalSupervisor(job, passthrough)
@@ -65,7 +67,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     from samsa.deploy.local import install_stop_handlers, stop_when_orphaned, unless_stopped
-    from samsa.runtime.container import Container
+    from samsa.runtime.container import Container, container_lock
     from samsa.runtime.coordinator import JobCoordinator
 
     container: Container | None = None
@@ -81,6 +83,12 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     install_stop_handlers(stop)
     if args.from_supervisor:
         stop_when_orphaned(stop)  # a supervisor killed with -9 leaves no orphan running
+    held = None
+    if not args.from_supervisor:
+        # Before the job is touched: a second start of a running container is refused without publishing
+        # its (maybe different) job model over the running one's.
+        held = container_lock(job, args.container_id)
+        held.acquire()
     coordinator = JobCoordinator(job)
     if not args.from_supervisor:
         log.info("preparing job %s: checking its topics, publishing its job model", job.job_key)
@@ -96,7 +104,11 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     # out (it stops when its parent goes, final commit included): wait for it rather than end the job.
     lock_wait_s = job.shutdown_ms / 1000 + 2 if args.from_supervisor else 0.0
     container = Container(
-        job, model.container(args.container_id), until_caught_up=args.until_caught_up, lock_wait_s=lock_wait_s
+        job,
+        model.container(args.container_id),
+        until_caught_up=args.until_caught_up,
+        lock_wait_s=lock_wait_s,
+        held_lock=held,
     )
     if stop_requested:
         log.info("container %s: stopped before it started", args.container_id)
@@ -388,10 +400,34 @@ def _task_order(name: str) -> tuple[int, str]:
     return (int(tail), name) if tail.isdigit() else (sys.maxsize, name)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level_option(default: str) -> argparse.ArgumentParser:
+    """A parent parser holding `--log-level`, checked against LOG_LEVELS in any case."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=default,
+        help="DEBUG, INFO, WARNING or ERROR, any case (default INFO); before or after the subcommand",
+    )
+    return parent
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser (nested ones too): it takes `--log-level` as the top-level parser does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # No default here: an unset option must not overwrite a level given before the subcommand.
+        kwargs["parents"] = [*kwargs.get("parents", ()), _log_level_option(argparse.SUPPRESS)]
+        super().__init__(**kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="samsa", description=__doc__)
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="samsa", description=__doc__, parents=[_log_level_option("INFO")])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     def job_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("job", type=Path, help="job config: .properties, .yaml or .yml")
@@ -489,7 +525,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

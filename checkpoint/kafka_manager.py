@@ -111,8 +111,13 @@ class KafkaCheckpointManager:
         live_max_age_ms: int = DEFAULT_LIVE_MAX_AGE_MS,
         epoch: int | None = None,
         starts_topic: str | None = None,
+        topic_config: Mapping[str, str] | None = None,
+        replication_factor: int = -1,
     ) -> None:
+        """`topic_config` and `replication_factor`: the topic's, when `create_resources` creates it."""
         self.topic = topic
+        self._topic_config = {"cleanup.policy": "compact", **(topic_config or {})}
+        self._replication_factor = replication_factor
         #: Where a container's starts are recorded (`init_fencing`): the job's coordinator topic.
         self.starts_topic = starts_topic
         self._client_config = dict(client_config)
@@ -135,7 +140,7 @@ class KafkaCheckpointManager:
         """Creates the compacted single-partition topic, or checks the existing one."""
         admin = KafkaAdmin(self._client_config)
         try:
-            admin.ensure_topic(self.topic, 1, {"cleanup.policy": "compact"})
+            admin.ensure_topic(self.topic, 1, self._topic_config, self._replication_factor)
         finally:
             admin.close()
 

@@ -39,7 +39,8 @@ def start_key(container_id: str) -> bytes:
 @dataclass(frozen=True)
 class ContainerStart:
     """One start of one container: its epoch (a driver's, else its start time in epoch ms), where it runs
-    and when it started."""
+    and when it started; `reason` when it is a takeover of the container by another start (a new job
+    model), not a start of the container itself."""
 
     job: str
     container_id: str
@@ -47,11 +48,12 @@ class ContainerStart:
     host: str
     pid: int
     started_ms: int
+    reason: str = ""
 
     @staticmethod
-    def here(job: str, container_id: str, epoch: int, started_ms: int) -> ContainerStart:
+    def here(job: str, container_id: str, epoch: int, started_ms: int, reason: str = "") -> ContainerStart:
         """A start in this process."""
-        return ContainerStart(job, container_id, epoch, socket.gethostname(), os.getpid(), started_ms)
+        return ContainerStart(job, container_id, epoch, socket.gethostname(), os.getpid(), started_ms, reason)
 
     @property
     def key(self) -> bytes:
@@ -66,6 +68,8 @@ class ContainerStart:
             "pid": self.pid,
             "startedMs": self.started_ms,
         }
+        if self.reason:
+            data["reason"] = self.reason
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     @staticmethod
@@ -80,6 +84,7 @@ class ContainerStart:
                 str(data["host"]),
                 int(data["pid"]),
                 int(data["startedMs"]),
+                str(data.get("reason", "")),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -87,7 +92,8 @@ class ContainerStart:
     def describe(self) -> str:
         """`epoch E on host H (pid P, started <UTC time>)`, for messages."""
         started = datetime.fromtimestamp(self.started_ms / 1000, tz=UTC).isoformat(timespec="seconds")
-        return f"epoch {self.epoch} on host {self.host} (pid {self.pid}, started {started})"
+        why = f"; {self.reason}" if self.reason else ""
+        return f"epoch {self.epoch} on host {self.host} (pid {self.pid}, started {started}{why})"
 
 
 def fenced_message(mine: ContainerStart | None, epoch: int | None, newer: str) -> str:

@@ -245,7 +245,7 @@ def write_partition(
     changelog partition; then its done file (what the driver's progress lines watch for)."""
     started = time.monotonic()
     sst = plan.sst_path(partition)
-    counted = _Counted(entries, plan.source, partition)
+    counted = _Counted(entries, plan.source, plan.key_column, partition)
     producer = KafkaProducer(plan.producer_config) if plan.changelog else None
     try:
         if producer is not None and plan.changelog is not None:
@@ -286,9 +286,12 @@ def write_partitions(
 class _Counted:
     """The entries, counting their bytes and refusing a repeated key with a clear message."""
 
-    def __init__(self, entries: Iterable[tuple[bytes, bytes]], source: str, partition: int) -> None:
+    def __init__(
+        self, entries: Iterable[tuple[bytes, bytes]], source: str, key_column: str, partition: int
+    ) -> None:
         self._entries = entries
         self._source = source
+        self._key_column = key_column
         self._partition = partition
         self._each: Callable[[bytes, bytes], None] | None = None
         self.bytes = 0
@@ -304,8 +307,8 @@ class _Counted:
         for key, value in self._entries:
             if key == last:
                 raise BootstrapError(
-                    f"{self._source}: key {key!r} is in more than one row; a store holds one value per key, "
-                    f"so deduplicate the rows first (nothing was installed)"
+                    f"{self._source}: key {key!r} (column {self._key_column!r}) is in more than one row; a "
+                    f"store holds one value per key, so deduplicate the rows first (nothing was installed)"
                 )
             last = key
             size += len(key) + len(value)

@@ -50,10 +50,11 @@ def require_pyspark() -> None:
         )
 
 
-def default_master(containers: int) -> str:
-    """One slot per container on this machine; Spark's own task retry is off (`,1`): the driver restarts
-    containers itself, with backoff and a restart budget, whatever the master."""
-    return f"local[{containers},1]"
+def default_master(containers: int, max_failures: int = 1) -> str:
+    """`local[<containers>,<maxFailures>]`: one slot per container on this machine. Local mode ignores
+    `spark.task.maxFailures`; only the master's second number sets Spark's attempts per task, so the job's
+    `spark.task.maxFailures` goes there (default 1, no Spark retry: the driver restarts containers itself)."""
+    return f"local[{containers},{max_failures}]"
 
 
 def spark_conf(job: JobConfig) -> dict[str, str]:

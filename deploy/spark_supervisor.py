@@ -83,7 +83,7 @@ class SparkSupervisor:
     def run(self) -> int:
         """Runs until every container ended or a stop; returns an exit code (1: a container failed)."""
         self.model = model = JobCoordinator(self.job).prepare()
-        master = self.job.spark_master or default_master(len(model.containers))
+        master = self.job.spark_master or default_master(len(model.containers), self.job.spark_max_failures)
         conf = spark_conf(self.job)
         owned = self._spark is None
         spark = self._spark or Spark(f"samsa-{self.job.job_key}", master, conf)

@@ -49,9 +49,10 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
-from samsa.runtime.task_instance import TaskContextImpl, TaskInstance
+from samsa.runtime.takeover import checkpoint_producer_config
+from samsa.runtime.task_instance import TaskContextImpl, TaskInstance, new_task
 from samsa.serde.base import explain, raw_passthrough
-from samsa.serde.exceptions import SchemaRegistryError
+from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import RestoreProgress
 from samsa.stores.changelog.exceptions import RestoreInterrupted
@@ -73,6 +74,13 @@ _LOOK_EVERY_S = 0.1
 # How long closing producers may flush: a normal stop waits for every output; after a failure, briefly.
 _FLUSH_ON_STOP_S = 60.0
 _FLUSH_AFTER_FAILURE_S = 5.0
+
+
+def container_lock(job: JobConfig, container_id: str) -> RunLock:
+    """The lock a running container holds on this machine (not taken yet)."""
+    return RunLock(
+        pid_dir(job) / f"container-{container_id}.lock", f"container {container_id} of job {job.job_key}"
+    )
 
 
 def pid_dir(job: JobConfig) -> Path:
@@ -127,10 +135,13 @@ class Container:
         epoch: int | None = None,
         hooks: ContainerHooks | None = None,
         lock_wait_s: float = 0.0,
+        held_lock: RunLock | None = None,
     ) -> None:
         self.job = job
         #: How long a start waits for another process of this container on this machine to let go.
         self._lock_wait_s = lock_wait_s
+        #: The container's lock, taken by the caller before it touched the job (see `container_lock`).
+        self._held_lock = held_lock
         self._hooks = hooks or ContainerHooks()
         self._clock = self._hooks.clock
         self._server: PrometheusServer | None = None
@@ -208,20 +219,7 @@ class Container:
         return self._phase, None
 
     def _checkpoint_client_config(self) -> dict[str, Any]:
-        config = client_config(self.job, checkpoint_system(self.job), "producer")
-        # One id per container, the same at every start (any host, any deployment): a start registering it
-        # fences the older ones, whose checkpoint transactions then fail. A transactional producer is
-        # idempotent whatever the system's producer settings say.
-        config["transactional.id"] = f"samsa-checkpoint-{self.job.job_key}-container-{self.model.id}"
-        config.pop("enable.idempotence", None)
-        # Connected to every broker at once, init_transactions takes 1-3 ms on the dev broker; with sparse
-        # connections it waited for librdkafka's connection timers: 53 ms, and 503 ms one start in three.
-        config.setdefault("enable.sparse.connections", False)
-        # A start killed inside a checkpoint transaction holds every read_committed reader of the topic
-        # (other containers' starts, `samsa checkpoint show`) until the broker aborts it: 15 s, not
-        # librdkafka's 60 s; a checkpoint transaction lasts milliseconds.
-        config.setdefault("transaction.timeout.ms", 15_000)
-        return config
+        return checkpoint_producer_config(self.job, self.model.id)
 
     # -- start ------------------------------------------------------------------------------------
     def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
@@ -237,7 +235,7 @@ class Container:
             )
             ti = TaskInstance(
                 tm,
-                task_class(),
+                new_task(task_class, self.job.task_class),
                 storage,
                 context,
                 collector,
@@ -536,8 +534,10 @@ class Container:
 
     # -- bad input --------------------------------------------------------------------------------
     def on_bad_message(self, buf: PartitionBuffer, msg: RawMessage, part: str, error: Exception) -> None:
-        if isinstance(error, SchemaRegistryError):
-            raise error  # the registry is down: an outage, not a bad message to skip or park
+        if isinstance(error, SchemaRegistryError | SerdeConfigError):
+            # The registry is down, or the serde's config cannot read the stream (a reader schema that
+            # does not match): not a bad message to skip or park, every later one would fail the same way.
+            raise error
         policy = self.job.deserialization_policy
         where = f"topic {buf.ssp.stream} partition {buf.ssp.partition} offset {msg.offset()}"
         if isinstance(error, ExtractionError):
@@ -690,7 +690,10 @@ class Container:
                 # durable would leave processed writes in stores that are never wiped (counted twice).
                 self.commit(self._tasks, wait=True)
             if self.job.prometheus_port is not None:
-                self._server = PrometheusServer(self.registry, self.job.prometheus_port + int(self.model.id))
+                base = self.job.prometheus_port
+                # Container N serves on base + N; base 0 asks each for a free port of its own (logged).
+                port = base + int(self.model.id) if base else 0
+                self._server = PrometheusServer(self.registry, port, name=f"container {self.model.id}")
                 self._server.start()
             self._loop = RunLoop(
                 sources,
@@ -748,14 +751,13 @@ class Container:
         """Refuses a second start of this container on this machine (two would share, and delete each
         other's, store files), then writes the pid file. A start under a newer epoch (Spark) waits for the
         older one, fenced by now, to stop first; False when asked to stop while waiting."""
-        lock = RunLock(
-            pid_dir(self.job) / f"container-{self.model.id}.lock",
-            f"container {self.model.id} of job {self.job.job_key}",
-        )
-        wait_s = (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000 if self._driven else 0.0
-        if not lock.acquire(max(wait_s, self._lock_wait_s), self._restore_stop.is_set):
-            log.info("stopped while waiting for %s to be free; nothing started", lock.path)
-            return False
+        lock, self._held_lock = self._held_lock, None
+        if lock is None:
+            lock = container_lock(self.job, self.model.id)
+            wait_s = (self.job.heartbeat_timeout_ms + self.job.shutdown_ms) / 1000 if self._driven else 0.0
+            if not lock.acquire(max(wait_s, self._lock_wait_s), self._restore_stop.is_set):
+                log.info("stopped while waiting for %s to be free; nothing started", lock.path)
+                return False
         self._lock = lock
         self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
         self._pid_file.write_text(str(os.getpid()))

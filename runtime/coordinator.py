@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from samsa.checkpoint.compacted_log import read_latest
@@ -55,7 +56,25 @@ def checkpoint_manager(
         read_versions=read_versions,
         epoch=epoch,
         starts_topic=coordinator_topic(job),
+        topic_config={"segment.bytes": str(job.config.value("task.checkpoint.segment.bytes"))},
+        replication_factor=job.config.value("task.checkpoint.replication.factor"),
     )
+
+
+def check_broadcast_stores(job: JobConfig, counts: Mapping[SystemStream, int]) -> None:
+    """A stream feeding an adjunct store is broadcast whole or not at all: its store is either one per
+    container (broadcast) or one per task (grouped), never both."""
+    for store, stream in job.adjunct_inputs.items():
+        listed = sorted(p.partition for p in job.broadcast if p.system_stream == stream)
+        count = counts.get(stream, 0)
+        if listed and len(listed) != count:
+            missing = sorted(set(range(count)) - set(listed))
+            raise ConfigError(
+                f"task.broadcast.inputs lists partitions {listed} of {stream}, which has {count} "
+                f"(partitions {missing} are not listed); the stream feeds adjunct store {store!r}, which is "
+                f"either broadcast (one store per container: list every partition, {stream}#[0-{count - 1}]) "
+                f"or partitioned (one store per task: leave {stream} out of task.broadcast.inputs)"
+            )
 
 
 class JobCoordinator:
@@ -138,13 +157,22 @@ class JobCoordinator:
         self.check_client_settings()
         # Inputs and outputs first: a start failing on a missing topic leaves no internal topics behind.
         counts = self.partition_counts()
+        check_broadcast_stores(self.job, counts)
         self.create_resources()
         model = build_job_model(counts, self.job.container_count, self.job.broadcast)
         from samsa.runtime.state import create_changelogs  # state builds on this module's client settings
 
         create_changelogs(self.job, len(model.tasks))
         stored = self.read_model()
-        if stored is None or stored.fingerprint != model.fingerprint:
+        # The whole model, not just its fingerprint: a model stored by an older Samsa may group the same
+        # inputs otherwise (it left every partition of a broadcast stream out of the tasks).
+        if stored != model:
             log.info("publishing job model %s to %s", model.fingerprint, self._topic)
             self.publish(model)
+            if stored is not None:
+                from samsa.runtime.takeover import fence_replaced  # it builds on this module
+
+                # Containers of the old model may still run (an outside orchestrator starts each one
+                # with `--container-id`): those whose tasks moved stop before a new owner restores them.
+                fence_replaced(self.job, stored, model)
         return model

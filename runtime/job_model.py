@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from samsa.runtime.exceptions import JobModelError
@@ -46,6 +46,15 @@ class JobModel:
     @property
     def tasks(self) -> list[TaskModel]:
         return [t for c in self.containers for t in c.tasks]
+
+    def partition_counts(self) -> dict[SystemStream, int]:
+        """Partition count of every input the model was built from (each of its partitions is in a task,
+        grouped or broadcast)."""
+        counts: dict[SystemStream, int] = {}
+        for task in self.tasks:
+            for ssp in task.partitions:
+                counts[ssp.system_stream] = max(counts.get(ssp.system_stream, 0), ssp.partition + 1)
+        return counts
 
     def to_json(self) -> bytes:
         data = {
@@ -94,18 +103,28 @@ def task_name(partition: int) -> str:
     return f"Partition {partition}"
 
 
-def group_by_partition(partition_counts: Mapping[SystemStream, int]) -> list[TaskModel]:
-    """One task per partition number across all inputs (Samza's GroupByPartition)."""
+def group_by_partition(
+    partition_counts: Mapping[SystemStream, int], excluded: Collection[SystemStreamPartition] = ()
+) -> list[TaskModel]:
+    """One task per partition number across all inputs, less the `excluded` partitions (Samza's
+    GroupByPartition, which leaves the broadcast partitions out); a number none but excluded partitions
+    have gets no task."""
     if not partition_counts:
         raise JobModelError("the job has no inputs; set task.inputs")
-    most = max(partition_counts.values())
+    skip = set(excluded)
     streams = sorted(partition_counts)
-    return [
-        TaskModel(
-            task_name(n), tuple(SystemStreamPartition(*ss, n) for ss in streams if n < partition_counts[ss])
+    tasks = []
+    for n in range(max(partition_counts.values())):
+        ssps = (SystemStreamPartition(*ss, n) for ss in streams if n < partition_counts[ss])
+        grouped = tuple(ssp for ssp in ssps if ssp not in skip)
+        if grouped:
+            tasks.append(TaskModel(task_name(n), grouped))
+    if not tasks:
+        raise JobModelError(
+            "every input partition is in task.broadcast.inputs: the job has no task to broadcast them to; "
+            "add a stream to task.inputs, or leave a partition out of task.broadcast.inputs"
         )
-        for n in range(most)
-    ]
+    return tasks
 
 
 def balance(tasks: Sequence[TaskModel], container_count: int) -> tuple[ContainerModel, ...]:
@@ -141,9 +160,9 @@ def build_job_model(
     container_count: int,
     broadcast: Sequence[SystemStreamPartition] = (),
 ) -> JobModel:
-    """The job model for these inputs and this many containers; every task also gets the `broadcast`
-    partitions (their streams are not grouped into tasks)."""
-    streams = {ssp.system_stream for ssp in broadcast}
+    """The job model for these inputs and this many containers: every task also gets the `broadcast`
+    partitions, which are left out of the grouping; the other partitions of a broadcast stream are grouped
+    into tasks like any input's (as Samza does)."""
     for ssp in broadcast:
         count = partition_counts.get(ssp.system_stream, 0)
         if ssp.partition >= count:
@@ -151,7 +170,9 @@ def build_job_model(
                 f"task.broadcast.inputs: {ssp.system}.{ssp.stream}#{ssp.partition} does not exist (the "
                 f"stream has {count} partitions)"
             )
-    grouped = {ss: n for ss, n in partition_counts.items() if ss not in streams}
-    tasks = [TaskModel(t.name, (*t.partitions, *broadcast)) for t in group_by_partition(grouped)]
+    tasks = [
+        TaskModel(t.name, (*t.partitions, *broadcast))
+        for t in group_by_partition(partition_counts, broadcast)
+    ]
     containers = balance(tasks, container_count)
     return JobModel(fingerprint(partition_counts, container_count, broadcast), containers)

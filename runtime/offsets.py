@@ -1,11 +1,63 @@
-"""Offsets of a job's input partitions at a reset target: earliest, latest, or the first at a time."""
+"""Offsets of a job's input partitions: where a task starts one, and where a reset target (earliest,
+latest, the first at a time) is."""
 
 from __future__ import annotations
 
+import logging
+
 from samsa.kafka import KafkaConsumer
-from samsa.runtime.config.job import JobConfig
+from samsa.runtime.config.job import JobConfig, StreamSettings
 from samsa.runtime.coordinator import client_config
 from samsa.streams import SystemStreamPartition
+
+log = logging.getLogger(__name__)
+
+
+def start_offset(
+    ssp: SystemStreamPartition,
+    settings: StreamSettings,
+    saved: int | None,
+    watermarks: tuple[int, int],
+    stream_checkpointed: bool,
+) -> int:
+    """Where a task starts reading `ssp`: at its checkpointed offset `saved` (ignored with
+    `samza.reset.offset`) kept within the partition's `watermarks`; without one, at the oldest offset when
+    the job checkpointed other partitions of the stream (`stream_checkpointed`: this one was added since),
+    else at `samza.offset.default`."""
+    low, high = watermarks
+    default = low if settings.offset_default == "oldest" else high
+    if settings.reset_offset or (saved is None and not stream_checkpointed):
+        return default
+    if saved is None:
+        # The job checkpointed the stream's other partitions, never this one: it was added since the job
+        # last ran (or while it ran), so all it holds is new to the job; `upcoming` would skip it unread.
+        log.log(
+            logging.WARNING if default != low else logging.INFO,
+            "%s: no checkpoint for this partition while the job has checkpoints of the stream's other "
+            "partitions: it was added since; starting at its oldest offset %d, not at "
+            "samza.offset.default=%s (%d), so that none of its messages is skipped",
+            ssp,
+            low,
+            settings.offset_default,
+            default,
+        )
+        return low
+    if saved < low:
+        log.warning("%s: checkpointed offset %d was deleted by retention; starting at %d", ssp, saved, low)
+        return low
+    if saved > high:
+        # The topic was recreated or truncated: the checkpoint points past its end.
+        log.warning(
+            "%s: checkpointed offset %d is past the high watermark %d (topic recreated?); "
+            "starting at %d per samza.offset.default=%s",
+            ssp,
+            saved,
+            high,
+            default,
+            settings.offset_default,
+        )
+        return default
+    return saved
 
 
 class InputOffsets:

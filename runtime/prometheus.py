@@ -124,10 +124,11 @@ class _MetricsHandler(BaseHTTPRequestHandler):
 class PrometheusServer:
     """Serves ``GET /metrics`` from a daemon thread; port 0 picks a free port (read it from ``port``)."""
 
-    def __init__(self, registry: MetricsRegistry, port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, registry: MetricsRegistry, port: int, host: str = "0.0.0.0", name: str = "") -> None:
         self._registry = registry
         self._host = host
         self._port = port
+        self._name = name  # who serves, in the log line that tells scrapers the port
         self._server: _MetricsHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -143,8 +144,8 @@ class PrometheusServer:
             self._server = _MetricsHTTPServer((self._host, self._port), self._registry)
         except OSError as e:
             raise MetricsError(
-                f"cannot serve metrics on {self._host}:{self._port}: {e}; "
-                "set metrics.prometheus.port to a free port (or 0 for any)"
+                f"cannot serve metrics on {self._host}:{self._port}: {e}; set metrics.prometheus.port to "
+                "a free port (container N serves on port + N), or to 0 for a free port per container"
             ) from e
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -153,7 +154,14 @@ class PrometheusServer:
             daemon=True,
         )
         self._thread.start()
-        log.info("serving metrics on http://%s:%d%s", self._host, self.port, METRICS_PATH)
+        log.info(
+            "%sserving metrics on http://%s:%d%s%s",
+            f"{self._name}: " if self._name else "",
+            self._host,
+            self.port,
+            METRICS_PATH,
+            " (a free port: metrics.prometheus.port=0)" if self._port == 0 else "",
+        )
 
     def stop(self) -> None:
         """Stop serving and free the port; safe to call twice or before ``start``."""

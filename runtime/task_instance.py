@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,45 @@ if TYPE_CHECKING:
     from samsa.kafka import KafkaProducer
     from samsa.runtime.config.config import Config
     from samsa.stores.storage_manager import TaskStorage
+
+
+def check_constructor(task_class: type[StreamTask], path: str) -> None:
+    """Raises ConfigError naming `task.class` when the class cannot be built with no arguments."""
+    try:
+        inspect.signature(task_class).bind()
+    except TypeError as e:
+        name = task_class.__qualname__
+        raise ConfigError(
+            f"task.class={path!r}: {name}{_signature(task_class)} cannot be called without arguments "
+            f"({e}){_defined_at(task_class)}; Samsa builds each task as {name}(): give the constructor's "
+            "parameters defaults, or read settings from context.config in init()"
+        ) from None
+    except ValueError:  # no signature to read (a C-level class): its call says
+        pass
+
+
+def new_task(task_class: type[StreamTask], path: str) -> StreamTask:
+    """A `task.class` instance; a constructor that raises is the user's code failing, with its traceback."""
+    check_constructor(task_class, path)
+    try:
+        return task_class()
+    except Exception as e:
+        raise UserCodeError(f"task.class={path!r}: {task_class.__qualname__}() failed: {described(e)}") from e
+
+
+def _signature(task_class: type[StreamTask]) -> str:
+    try:
+        return str(inspect.signature(task_class))
+    except (TypeError, ValueError):
+        return "()"
+
+
+def _defined_at(task_class: type[StreamTask]) -> str:
+    try:
+        code = task_class.__init__.__code__
+    except AttributeError:
+        return ""
+    return f" (its __init__ is at {code.co_filename}:{code.co_firstlineno})"
 
 
 class TaskCoordinatorImpl:

@@ -13,6 +13,7 @@ from samsa.runtime.classpath import load_object
 from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.task import StreamTask
+from samsa.runtime.task_instance import check_constructor
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backends import BLOBSTORE, store_backends
 from samsa.stores.changelog.admin import check_unique_changelogs
@@ -21,6 +22,8 @@ from samsa.stores.rocksdb_options import RocksDbMemory
 from samsa.streams import SystemStream
 
 log = logging.getLogger(__name__)
+
+_MAX_PORT = 65535
 
 _STREAM_KEY = "systems.<sys>.streams.<stream>."
 # Per-stream settings that decide where or in what order a stream is read: one naming no stream of the job
@@ -37,6 +40,7 @@ def task_class(job: JobConfig) -> type[StreamTask]:
     found = load_object(job.task_class, "task.class")
     if not (isinstance(found, type) and issubclass(found, StreamTask)):
         raise ConfigError(f"task.class={job.task_class!r} is not a samsa.StreamTask subclass")
+    check_constructor(found, job.task_class)
     return found
 
 
@@ -72,6 +76,7 @@ def check_job(job: JobConfig) -> None:
             )
     _check_blob_checkpoints(job, blob_backed_stores(job))
     _check_stream_keys(job, specs)
+    _check_metrics_ports(job)
     check_exactly_once_sinks(job)
 
 
@@ -180,6 +185,18 @@ def _check_blob_checkpoints(job: JobConfig, blob_stores: list[str]) -> None:
                 "to the blob store, whose snapshots only Checkpoint V2 records; "
                 + ("add 2 to it" if key == WRITE_VERSIONS_KEY else "read version 2 first (2,1)")
             )
+
+
+def _check_metrics_ports(job: JobConfig) -> None:
+    """Container N serves metrics on port + N: the last one must still be a port."""
+    port = job.prometheus_port
+    if port and port + job.container_count - 1 > _MAX_PORT:
+        raise ConfigError(
+            f"metrics.prometheus.port={port}: container N serves on port + N, and with "
+            f"job.container.count={job.container_count} the last would be {port + job.container_count - 1}, "
+            f"past {_MAX_PORT}; choose a port at most {_MAX_PORT - job.container_count + 1}, or 0 for a free "
+            "port per container"
+        )
 
 
 def _resolve(serdes: SerdeRegistry, name: str, key: str, topic: str | None, is_key: bool) -> None:

@@ -14,6 +14,10 @@ class Serde(Protocol[T]):
     `SerializationError` / `DeserializationError` (from `samsa.serde.exceptions`) with the original
     exception chained; the caller adds the topic, partition and offset. A `None` object or `None` bytes
     (a Kafka tombstone) is passed through as `None` by every built-in serde.
+
+    Optional, looked up with `getattr` (see `fast_to_bytes` and `value_check`): `fast_to_bytes` /
+    `fast_from_bytes`, C-level paths; `check(obj)`, which raises when `to_bytes(obj)` surely would and
+    costs far less than it, so a store can refuse a bad value at `put` instead of when its cache writes it.
     """
 
     def to_bytes(self, obj: T) -> bytes:
@@ -39,6 +43,17 @@ def fast_from_bytes(serde: Serde[Any]) -> Callable[[bytes], Any]:
     """The serde's C-level decoder when it has one (`fast_from_bytes` attribute), else `from_bytes`."""
     fast: Callable[[bytes], Any] = getattr(serde, "fast_from_bytes", serde.from_bytes)
     return fast
+
+
+def value_check(serde: Serde[Any]) -> Callable[[Any], object] | None:
+    """The serde's cheap `check` when it has one, else None.
+
+    Like a fast path, a check may fail with a terse error: a caller explains it with
+    `explain(serde.to_bytes, obj, error)`. A check may pass values `to_bytes` still refuses (the JSON
+    serde looks at the outer type only); it never refuses one that `fast_to_bytes(serde)` accepts.
+    """
+    check: Callable[[Any], object] | None = getattr(serde, "check", None)
+    return check
 
 
 def explain(convert: Callable[[Any], Any], arg: Any, error: Exception) -> Exception:

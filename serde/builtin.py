@@ -1,7 +1,9 @@
 """The built-in serdes that need no schema: bytes, string, json, integer and long."""
 
+import codecs
 import json
 import struct
+from collections.abc import Callable
 from functools import partial
 from typing import Any, overload
 
@@ -12,6 +14,8 @@ _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allo
 _JSON_DECODER = json.JSONDecoder()
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+# Types whose values the JSON serde always encodes, as far as their outer type tells.
+_JSON_CHECKED_OUTSIDE = frozenset({dict, list, str, int, bool})
 
 
 class BytesSerde:
@@ -33,6 +37,11 @@ class BytesSerde:
             self.name, f"expected bytes, bytearray or memoryview, got {type(obj).__name__}"
         )
 
+    def check(self, obj: object) -> None:
+        """Raise as `to_bytes` would for `obj` (see `samsa.serde.base.value_check`)."""
+        if obj.__class__ is not bytes:
+            self.to_bytes(obj)  # type: ignore[call-overload]
+
     @overload
     def from_bytes(self, data: None) -> None: ...
     @overload
@@ -51,6 +60,10 @@ class StringSerde:
         # C-level paths for the per-message callers (see serde.base.fast_to_bytes).
         self.fast_to_bytes = partial(str.encode, encoding=encoding)
         self.fast_from_bytes = partial(bytes.decode, encoding=encoding)
+        # The check is the encoding itself (stores call it per put): bare str.encode is utf-8 without the
+        # cost of a partial's keyword.
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+        self.check: Callable[[str], bytes] = str.encode if utf8 else self.fast_to_bytes
 
     @overload
     def to_bytes(self, obj: None) -> None: ...
@@ -85,6 +98,12 @@ class JsonSerde:
     """Compact utf-8 JSON (no spaces, non-ASCII kept as utf-8, NaN and Infinity refused)."""
 
     name = "json"
+
+    def check(self, obj: object) -> None:
+        """Raise as `to_bytes` would for `obj`, looking only at its outer type: what a dict or list
+        holds is checked when it is written (see `samsa.serde.base.value_check`)."""
+        if obj.__class__ not in _JSON_CHECKED_OUTSIDE:
+            self.to_bytes(obj)  # floats (NaN), tuples and anything else: encoding them is the check
 
     @overload
     def to_bytes(self, obj: None) -> None: ...
@@ -121,6 +140,7 @@ class _FixedIntSerde:
         self._codec = codec
         # Packing is exact and range-checked in C; unpacking keeps the Python path for its width check.
         self.fast_to_bytes = codec.pack
+        self.check = codec.pack  # as cheap as any check, and exact
         self._bits = codec.size * 8
 
     @overload

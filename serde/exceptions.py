@@ -11,6 +11,11 @@ class SerdeConfigError(SerdeError, InvalidConfigError):
     """A `serializers.registry.*` key is missing, unknown or malformed, or a serde name is unknown."""
 
 
+class ReaderSchemaError(SerdeConfigError):
+    """The configured reader schema cannot read data of a writer schema (a field without a default, a
+    type that does not promote, a missing enum symbol): the schemas are at fault, not the message."""
+
+
 class SerializationError(SerdeError):
     """An object could not be turned into bytes.
 

@@ -179,9 +179,34 @@ def _import(key: str, path: str) -> Callable[..., Any]:
 
 def _accepts_two_args(factory: Callable[..., Any]) -> bool:
     try:
-        inspect.signature(factory).bind("name", {})
+        init = _own_init(factory) if inspect.isclass(factory) else None
+        if init is not None:
+            inspect.signature(init).bind("self", "name", {})
+        elif inspect.isclass(factory) and not _has_own_new(factory):
+            return False  # object's constructor: no arguments
+        else:
+            inspect.signature(factory).bind("name", {})
     except TypeError:
         return False
     except ValueError:  # no signature (some builtins): assume the documented factory form
         return True
     return True
+
+
+def _own_init(cls: type) -> Callable[..., Any] | None:
+    """The `__init__` a class's instances run, skipping the `Serde` Protocol's placeholder; None for object's.
+
+    `inspect.signature(cls)` of a class subclassing the Protocol shows the placeholder's `(*args, **kwargs)`,
+    which would have a no-argument serde class called with (name, options).
+    """
+    for klass in cls.__mro__[:-1]:
+        init = vars(klass).get("__init__")
+        if init is object.__init__:
+            return None  # the placeholder puts object's in place once a subclass is first built
+        if init is not None and getattr(init, "__name__", "") != "_no_init_or_replace_init":
+            return init  # type: ignore[no-any-return]
+    return None
+
+
+def _has_own_new(cls: type) -> bool:
+    return any("__new__" in vars(klass) for klass in cls.__mro__[:-1])

@@ -17,7 +17,9 @@ class KeyValueStore(ABC, Generic[K, V]):
     implementing this same interface, so a task cannot tell how many layers it talks to.
 
     Semantics shared by all implementations:
-    - `put(key, None)` deletes the key, as in Samza; `put_all` entries with a `None` value delete too.
+    - `put(key, None)` deletes the key, as in Samza; `put_all` entries with a `None` value delete too, and
+      `delete_all(keys)` is `put_all` of None values (one atomic batch on RocksDB; a logged store writes
+      a changelog tombstone per key, as for `delete`).
     - Ordering (`range`, `all`) is by the *serialized* key bytes, compared bytewise.
     - `range(from_key, to_key)` includes `from_key` and excludes `to_key`; `from_key >= to_key` is empty.
     - Iterators see the store as of the call that created them (RocksDB: a consistent snapshot; the
@@ -48,6 +50,10 @@ class KeyValueStore(ABC, Generic[K, V]):
         put = self.put
         for key, value in entries:
             put(key, value)
+
+    def delete_all(self, keys: Iterable[K]) -> None:
+        """Remove every key of `keys` (Samza's `deleteAll`); absent keys are no-ops."""
+        self.put_all([(key, None) for key in keys])
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
         """The values of `keys` that are present; absent keys are left out of the result."""

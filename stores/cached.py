@@ -3,17 +3,21 @@
 Samza's CachedStore, with its defaults: `stores.<s>.object.cache.size` objects (1000), dirty entries
 written below every `stores.<s>.write.batch.size` writes (500), on eviction of a dirty entry, before a
 range scan, and on `flush()` (which every commit does before it writes the checkpoint). A value read from
-the cache is the object that was put: mutate it only through `put`, as in Samza.
+the cache is the object that was put: mutate it only through `put`, as in Samza. Entries are kept per
+serialized key (`samsa.stores.cache_keys`): with the built-in key serdes a hit costs no serialization; with
+any other key serde (Avro, a user's) every call serializes the key, the only identity safe for it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from samsa.stores.api import K, KeyValueStore, V
+from samsa.stores.cache_keys import key_identity
 from samsa.stores.exceptions import StoreClosedError, StoreConfigError
+from samsa.stores.serialized import SerializedStore
 
 DEFAULT_CACHE_SIZE = 1000
 DEFAULT_WRITE_BATCH_SIZE = 500
@@ -44,8 +48,12 @@ def cache_settings(store: str, options: Mapping[str, str]) -> tuple[int, int]:
 class CachedStore(KeyValueStore[K, V]):
     """LRU cache of deserialized objects with write-back of dirty entries, over a typed store.
 
-    Entries are cached under (type, key), so keys Python calls equal but serdes write differently
-    (1, 1.0 and True) stay apart. An unhashable key (e.g. a JSON list) bypasses the cache.
+    One entry per serialized key: entries are keyed by the key's identity under the key serde of the
+    `SerializedStore` below (`samsa.stores.cache_keys`), so an enum member and the equal plain key share
+    one entry, while keys Python calls equal but the serde writes differently (1, 1.0 and True under
+    JSON) stay apart. Over another store, entries are keyed by (type, key). A mutable (unhashable) key
+    is written through at once. A value the serde's cheap check refuses fails at `put`, not at the later
+    flush.
     """
 
     def __init__(self, inner: KeyValueStore[K, V], cache_size: int, write_batch_size: int) -> None:
@@ -53,14 +61,26 @@ class CachedStore(KeyValueStore[K, V]):
         self.name = inner.name
         self._size = cache_size
         self._batch = write_batch_size
-        # (type, key) -> value, least recently used first; None records a key known to be absent.
-        self._cache: OrderedDict[tuple[type, Any], V | None] = OrderedDict()
-        self._dirty: dict[tuple[type, Any], None] = {}  # ordered set of entries written since the last flush
+        # identity -> value, least recently used first; None records a key known to be absent.
+        self._cache: OrderedDict[Hashable, V | None] = OrderedDict()
+        # Entries written since the last flush (ordered) -> the key last written under that identity.
+        self._dirty: dict[Hashable, K] = {}
         self._is_closed = False
+        serialized = inner if isinstance(inner, SerializedStore) else None
+        if serialized is None:
+            identity = key_identity(None, _no_serde)
+        else:
+            identity = key_identity(serialized.key_serde, serialized.key_bytes)
+        # Bound once: get/put run per message.
+        self._plain, self._also = identity.plain, identity.also
+        self._identity = identity.of
+        self._check = serialized.value_check if serialized else None
+        self._serialized = serialized
 
     def get(self, key: K) -> V | None:
+        cls = key.__class__
+        entry: Hashable = key if cls is self._plain or cls is self._also else self._identity(key)
         cache = self._cache
-        entry = (key.__class__, key)
         try:
             value = cache[entry]
         except KeyError:
@@ -69,26 +89,29 @@ class CachedStore(KeyValueStore[K, V]):
             if len(cache) > self._size:
                 self._evict()
             return value
-        except TypeError:  # unhashable: read below, after every pending write
+        except TypeError:  # unhashable and no serde below: read below, after every pending write
             self._write_dirty()
             return self.inner.get(key)
         cache.move_to_end(entry)
         return value
 
     def put(self, key: K, value: V | None) -> None:
-        cache = self._cache
-        entry = (key.__class__, key)
-        try:
-            cache[entry] = value
-        except TypeError:
-            # Unhashable: write below in order; a cached key with the same bytes would now be stale.
-            self._write_dirty()
-            cache.clear()
-            self.inner.put(key, value)
+        cls = key.__class__
+        entry: Hashable = key if cls is self._plain or cls is self._also else self._identity(key)
+        check = self._check
+        if check is not None and value is not None:
+            try:  # now, not at the flush: the error then names the input message being processed
+                check(value)
+            except Exception as e:
+                raise self._rejected(e, key, value) from None
+        if cls.__hash__ is None:
+            self._put_through(entry, key, value)
             return
+        cache = self._cache
+        cache[entry] = value
         cache.move_to_end(entry)
         dirty = self._dirty
-        dirty[entry] = None
+        dirty[entry] = key
         if len(dirty) >= self._batch:
             self._write_dirty()
         if len(cache) > self._size:
@@ -100,6 +123,10 @@ class CachedStore(KeyValueStore[K, V]):
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
         for key, value in entries:
             self.put(key, value)
+
+    def delete_all(self, keys: Iterable[K]) -> None:
+        for key in keys:
+            self.put(key, None)
 
     def range(self, from_key: K, to_key: K) -> Iterator[tuple[K, V]]:
         self._write_dirty()  # the engine orders by serialized keys: let it see every write
@@ -130,10 +157,25 @@ class CachedStore(KeyValueStore[K, V]):
             self._cache.clear()
             # Any later use fails at once, like the engines, instead of at a later flush.
             self.get = self.put = self.delete = self._closed  # type: ignore[method-assign,assignment]
+            self.put_all = self.delete_all = self._closed  # type: ignore[method-assign,assignment]
             self.inner.close()
 
     def _closed(self, *args: Any) -> Any:
         raise StoreClosedError(self.name)
+
+    def _put_through(self, entry: Hashable, key: K, value: V | None) -> None:
+        """Writes below at once, in order after every pending write: the key is mutable (a JSON list),
+        and a change to it while the cache held it would write another key at the flush."""
+        self._write_dirty()
+        try:
+            self._cache.pop(entry, None)
+        except TypeError:  # no serde below: the key is its own identity, and a cached one may alias it
+            self._cache.clear()
+        self.inner.put(key, value)
+
+    def _rejected(self, error: Exception, key: K, value: V) -> Exception:
+        assert self._serialized is not None  # only a serde below has a check
+        return self._serialized.rejected(error, key, value)
 
     def _write_dirty(self) -> None:
         if not self._dirty:
@@ -141,7 +183,16 @@ class CachedStore(KeyValueStore[K, V]):
         cache = self._cache
         # One batch below (a RocksDB WriteBatch: atomic); dirty entries are always still cached. On a
         # failure (a value its serde rejects, named with its key) the entries stay dirty and the task fails.
-        self.inner.put_all([(entry[1], cache[entry]) for entry in self._dirty])
+        try:
+            self.inner.put_all([(key, cache[entry]) for entry, key in self._dirty.items()])
+        except Exception as e:
+            e.add_note(
+                f"store {self.name!r}: the entry was put earlier and held in the object cache until this "
+                "flush of it (at a commit, every stores.<s>.write.batch.size writes, on eviction, before a "
+                "range or all, or at close), so the message being processed now need not be the one that "
+                "put it"
+            )
+            raise
         self._dirty.clear()
 
     def _evict(self) -> None:
@@ -149,3 +200,7 @@ class CachedStore(KeyValueStore[K, V]):
         if oldest in self._dirty:
             self._write_dirty()  # Samza too writes every dirty entry when it must drop one
         del self._cache[oldest]
+
+
+def _no_serde(key: Any) -> bytes:
+    raise AssertionError("keys are identified by (type, key) when no serde is below")

@@ -41,6 +41,9 @@ class ReadOnlyStore(KeyValueStore[K, V], Generic[K, V]):
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
         raise ReadOnlyStoreError(self.name, self._fed_by)
 
+    def delete_all(self, keys: Iterable[K]) -> None:
+        raise ReadOnlyStoreError(self.name, self._fed_by)
+
     def flush(self) -> None:
         """The system flushes the store it writes."""
 

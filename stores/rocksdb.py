@@ -379,6 +379,13 @@ def _write_options(*, wal: bool) -> WriteOptions:
     return write
 
 
+_MAX_LOG_FILE_BYTES = 4 << 20
+_KEEP_LOG_FILES = 2
+# Rolled over at this size (a new MANIFEST starts from a snapshot of the current files): a store of tens
+# of thousands of SST files still fits, and a commit copies and uploads at most this much of it.
+_MAX_MANIFEST_BYTES = 4 << 20
+
+
 def _rocksdict_options(options: RocksDbOptions, cache: Cache, write_buffers: WriteBufferManager) -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -389,6 +396,12 @@ def _rocksdict_options(options: RocksDbOptions, cache: Cache, write_buffers: Wri
     opts.set_max_open_files(options.max_open_files)
     opts.set_max_background_jobs(options.max_background_jobs)
     opts.set_write_buffer_manager(write_buffers)
+    # Bounded on disk for a container that runs for months: RocksDB's defaults keep one LOG of unlimited
+    # size (a few lines per commit: 2 MB a minute with task.commit.ms=200) and a MANIFEST of up to 1 GiB,
+    # which every commit's checkpoint copies and a blob-store commit uploads again (its size changes).
+    opts.set_max_log_file_size(_MAX_LOG_FILE_BYTES)
+    opts.set_keep_log_file_num(_KEEP_LOG_FILES)
+    opts.set_max_manifest_file_size(_MAX_MANIFEST_BYTES)
     table = BlockBasedOptions()
     table.set_block_cache(cache)
     # Index and filter blocks live in the cache so that it bounds them; L0's stay pinned because every

@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
-from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes
+from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes, value_check
 from samsa.stores.api import K, KeyValueStore, V
 
 T = TypeVar("T")
@@ -21,8 +21,9 @@ class SerializedStore(KeyValueStore[K, V]):
     """A typed store over a bytes store: keys through `key_serde`, values through `msg_serde`.
 
     None values never reach the serdes: `put(k, None)` deletes, and absent keys read as None. Ordering
-    of `range`/`all` is the serialized key order. Serde errors propagate unchanged, with a note naming
-    the store and the operation.
+    of `range`/`all` is the serialized key order. Serde errors propagate as the serde's own descriptive
+    error, with a note naming the store, the call, the type refused, the `stores.<name>.*.serde` key and
+    what to do.
     """
 
     def __init__(
@@ -30,8 +31,11 @@ class SerializedStore(KeyValueStore[K, V]):
     ) -> None:
         self.inner = inner
         self.name = inner.name
-        self._key_serde = key_serde
-        self._msg_serde = msg_serde
+        self.key_serde = key_serde
+        self.msg_serde = msg_serde
+        #: The value serde's cheap check (`samsa.serde.base.value_check`), None without one: a layer that
+        #: defers writing (the object cache) calls it at `put`; its failure is explained by `rejected`.
+        self.value_check = value_check(msg_serde)
         # Bound once: these run per message.
         self._key_bytes = key_serde.to_bytes
         self._key_obj = key_serde.from_bytes
@@ -59,15 +63,51 @@ class SerializedStore(KeyValueStore[K, V]):
         except Exception as e:
             raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
 
+    def key_bytes(self, key: K) -> bytes:
+        """`key` serialized as this store writes it; a failure raises the serde's descriptive error."""
+        try:
+            return self._fast_key_bytes(key)
+        except Exception as e:
+            raise self._explained(e, f"key {key!r:.200}", key) from None
+
+    def rejected(self, error: Exception, key: K, value: V) -> Exception:
+        """The error to raise for a `put(key, value)` that failed with `error` (e.g. in `value_check`)."""
+        return self._explained(error, f"put({key!r:.200}, ...)", key, value)
+
     def _explained(self, error: Exception, call: str, key: K, value: V | None = None) -> Exception:
-        """The serde's descriptive error when a fast path failed, noting the store and the call."""
-        described = explain(self._key_serde.to_bytes, key, error)
-        if described is error and value is not None:
-            described = explain(self._msg_serde.to_bytes, value, error)
+        """The serde's descriptive error when a serde failed, noting the store, the call and the fix."""
+        part = self._refusing(key, value)
+        if part is None:  # not the serdes: the store below failed
+            error.add_note(f"in store {self.name!r}: {call}")
+            return error
+        serde, refused = (self.key_serde, key) if part == "key" else (self.msg_serde, value)
+        described = explain(serde.to_bytes, refused, error)
         if described is not error:
             described.__cause__ = error
-        described.add_note(f"in store {self.name!r}: {call}")
+        setting = f"stores.{self.name}.{part}.serde"
+        kind = type(refused).__name__
+        what = "key" if part == "key" else "value"
+        described.add_note(
+            f"in store {self.name!r}: {call}: the {what} is of type {kind}, which "
+            f"{setting} (the {getattr(serde, 'name', type(serde).__name__)} serde) cannot serialize; "
+            f"{'use keys' if part == 'key' else 'put values'} of a type that serde takes, or set {setting} "
+            f"to a serde for {kind}"
+        )
         return described
+
+    def _refusing(self, key: K, value: V | None) -> str | None:
+        """Which serde refuses this entry: `key`, `msg` (the value's), or None when both take it."""
+        for part, convert, obj in (
+            ("key", self._fast_key_bytes, key),
+            ("msg", self._fast_value_bytes, value),
+        ):
+            if obj is None and part == "msg":
+                continue
+            try:
+                convert(obj)
+            except Exception:
+                return part
+        return None
 
     def delete(self, key: K) -> None:
         try:
@@ -91,7 +131,7 @@ class SerializedStore(KeyValueStore[K, V]):
         self.inner.put_all(raw)
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
-        by_raw = {self._key_bytes(key): key for key in keys}
+        by_raw = {self.key_bytes(key): key for key in keys}
         value_obj = self._value_obj
         return {by_raw[raw_key]: value_obj(raw) for raw_key, raw in self.inner.get_all(by_raw).items()}
 

@@ -144,10 +144,14 @@ class TaskStorage:
     def flush(self) -> None:
         """Writes everything the task wrote into its stores (and their changelogs); with overlays, this is
         the commit of the open version."""
-        for store in self._all():
-            store.flush()
-        for overlay in self.overlays.values():
-            overlay.commit()
+        try:
+            for store in self._all():
+                store.flush()
+            for overlay in self.overlays.values():
+                overlay.commit()
+        except Exception as e:
+            e.add_note(f"task {self.task_name}: while flushing its stores for a commit")
+            raise
         for hook in self.after_flush:
             hook()
 
@@ -163,8 +167,12 @@ class TaskStorage:
         return dropped
 
     def close(self) -> None:
-        for store in self._all():
-            store.close()
+        try:
+            for store in self._all():
+                store.close()
+        except Exception as e:
+            e.add_note(f"task {self.task_name}: while closing its stores")
+            raise
 
 
 class ContainerStorage:

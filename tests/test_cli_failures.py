@@ -17,7 +17,9 @@ import pytest
 from samsa.cli import main
 from samsa.deploy.restarts import CONFIG_ERROR_EXIT
 from samsa.runtime.classpath import load_object
-from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.exceptions import ConfigError, UserCodeError
+from samsa.runtime.task_instance import new_task
+from samsa.runtime.user_errors import explain
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +76,33 @@ def test_run_of_a_broken_task_module_is_an_error_message(tmp_path, monkeypatch, 
     assert "Traceback" not in caplog.text + capsys.readouterr().err
     # A single container stopped by a config error exits with the status its supervisor does not restart.
     assert main(["run", "--container-id", "0", str(job)]) == CONFIG_ERROR_EXIT
+
+
+def test_a_task_constructor_needing_arguments_is_a_config_error(tmp_path, monkeypatch, caplog) -> None:
+    source = "from samsa import StreamTask\n\nclass NeedsArgs(StreamTask):\n    def __init__(self, x): ...\n"
+    name = _module(tmp_path, monkeypatch, source)
+    job = _job(tmp_path, f"{name}:NeedsArgs")
+    assert main(["run", str(job)]) == 2
+    assert f"task.class='{name}:NeedsArgs': NeedsArgs(x) cannot be called without arguments" in caplog.text
+    assert f"{tmp_path / name}.py:4" in caplog.text and "Traceback" not in caplog.text
+    # A restart cannot mend it: a single container exits with the status its supervisor does not restart.
+    assert main(["run", "--container-id", "0", str(job)]) == CONFIG_ERROR_EXIT
+
+
+def test_a_task_constructor_that_raises_is_the_users_code_failing_with_its_traceback(
+    tmp_path, monkeypatch
+) -> None:
+    source = (
+        "from samsa import StreamTask\n\nclass Raises(StreamTask):\n"
+        "    def __init__(self):\n        raise ValueError('no settings file')\n"
+    )
+    name = _module(tmp_path, monkeypatch, source)
+    task_class = load_object(f"{name}:Raises", "task.class")
+    with pytest.raises(UserCodeError) as failed:
+        new_task(task_class, f"{name}:Raises")
+    told = explain(failed.value)
+    assert told.startswith(f"task.class='{name}:Raises': Raises() failed: ValueError('no settings file')")
+    assert f'File "{tmp_path / name}.py", line 5, in __init__' in told and "Traceback" in told
 
 
 def test_a_bad_container_rocksdb_key_fails_the_start_naming_it(tmp_path, monkeypatch, caplog) -> None:

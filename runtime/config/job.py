@@ -87,12 +87,28 @@ class JobConfig:
         self.spark_max_restarts: int = config.value("deploy.spark.max.restarts")
         self.spark_master: str | None = config.value("deploy.spark.master")
         self.spark_conf: dict[str, str] = config.subset("deploy.spark.conf.")
+        #: Spark's attempts per container task: the job's `spark.task.maxFailures`, else 1 (no Spark retry:
+        #: the driver restarts containers itself, with backoff and a restart budget).
+        self.spark_max_failures = self._spark_max_failures()
         self.heartbeat_timeout_ms: int = config.value("deploy.spark.heartbeat.timeout.ms")
         #: `job.processing.guarantee=exactly_once`: barrier markers, aligned versions, sink transactions.
         self.exactly_once = config.value("job.processing.guarantee") == "exactly_once"
         self.eos_buffer_max_bytes: int = config.value("task.eos.buffer.max.bytes")
         self.eos_barrier_timeout_ms: int = config.value("task.eos.barrier.timeout.ms")
         self._check()
+
+    def _spark_max_failures(self) -> int:
+        raw = self.spark_conf.get("spark.task.maxFailures", "1")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ConfigError(
+                f"deploy.spark.conf.spark.task.maxFailures={raw!r} must be a whole number of at least 1 "
+                "(attempts of a container's Spark task; default 1: the driver restarts containers itself)"
+            )
+        return value
 
     def _adjunct_inputs(self) -> dict[str, SystemStream]:
         found: dict[str, SystemStream] = {}
@@ -160,18 +176,45 @@ class JobConfig:
             return parse_stream(configured, "task.deserialization.dlq.stream")
         return SystemStream(system, f"samsa-dlq-{self.job_key}")
 
+    def _system_users(self) -> dict[str, str]:
+        """System -> the first `key=value` naming it, over every key whose value names a system."""
+        users: dict[str, str] = {}
+
+        def use(system: str, key: str, value: str) -> None:
+            users.setdefault(system, f"{key}={value}")
+
+        for key in ("task.inputs", "task.outputs", "task.broadcast.inputs"):
+            for item in self.config.value(key) or []:
+                use(item.strip().partition(".")[0], key, item)
+        for store, stream in self.adjunct_inputs.items():
+            use(stream.system, f"stores.{store}.adstore.input", str(stream))
+        for key in sorted(self.config):
+            if re.fullmatch(r"stores\.[^.]+\.changelog", key):
+                use(parse_stream(self.config[key], key).system, key, self.config[key])
+        dlq_key = "task.deserialization.dlq.stream"
+        dlq = self.config.value(dlq_key)
+        if dlq:
+            use(parse_stream(dlq, dlq_key).system, dlq_key, dlq)
+        checkpoint = self.config.value("task.checkpoint.system")
+        if checkpoint:
+            use(checkpoint, "task.checkpoint.system", checkpoint)
+        return users
+
     @cached_property
     def systems(self) -> dict[str, SystemSettings]:
-        """Every system the inputs and outputs name, with its client settings."""
-        names = {s.system for s in (*self.inputs, *self.outputs)}
+        """Every system a key names (inputs, outputs, changelogs, checkpoint...) with its client settings."""
+        users = self._system_users()
+        names = set(users)
         names |= {k.split(".")[1] for k in self.config if k.startswith("systems.") and k.count(".") >= 2}
         out = {}
         for name in sorted(names):
             prefix = f"systems.{name}."
             factory = self.config.value(f"{prefix}samza.factory")
             if factory is None:
+                used_by = f" (by {users[name]})" if name in users else ""
                 raise ConfigError(
-                    f"{prefix}samza.factory is required: system {name!r} is used but not defined"
+                    f"{prefix}samza.factory is required: system {name!r} is used but not defined{used_by}; "
+                    f"define systems.{name}.samza.factory (kafka or inmemory) or name a defined system"
                 )
             factory = _SAMZA_SYSTEM_FACTORIES.get(factory, factory)
             if factory not in ("kafka", "inmemory"):
@@ -246,9 +289,5 @@ class JobConfig:
     def _check(self) -> None:
         if len(set(self.inputs)) != len(self.inputs):
             raise ConfigError("task.inputs lists a stream twice; list each <system>.<stream> once")
-        for ss in (*self.inputs, *self.outputs):
-            if ss.system not in self.systems:
-                raise ConfigError(
-                    f"{ss} names system {ss.system!r}; define systems.{ss.system}.samza.factory"
-                )
+        _ = self.systems  # every system a key names is defined (raises naming the key otherwise)
         self._check_exactly_once()

@@ -4,6 +4,8 @@ from samsa.runtime.config.registry import Key, KeyRegistry
 
 _DURABLE = "durable state arrives with changelogs and state backends"
 
+_CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
+
 KEYS = [
     # Job and tasks
     Key("job.name", "str", "Name of the job; with job.id it names internal topics and state dirs."),
@@ -40,14 +42,17 @@ KEYS = [
     Key(
         "task.commit.max.delay.ms",
         "int",
-        "How long a commit may be skipped while the previous async upload runs.",
+        "How long a commit may be skipped while the previous async upload runs (0: never skipped, it waits).",
         default="60000",
+        minimum=0,
     ),
     Key(
         "task.commit.timeout.ms",
         "int",
-        "How long a commit blocks on the previous async upload before failing.",
+        "How long a commit may wait for the previous one's async phase (upload, checkpoint, cleanup), and a "
+        "waited commit (start-up, requested, final) for its own, before the container fails.",
         default="1800000",
+        minimum=1,
     ),
     Key(
         "task.deserialization.error.policy",
@@ -67,6 +72,23 @@ KEYS = [
         "task.checkpoint.system",
         "str",
         "System holding the checkpoint and coordinator topics (default: the first input's system).",
+    ),
+    Key(
+        "task.checkpoint.segment.bytes",
+        "int",
+        f"segment.bytes of {_CHECKPOINT_TOPIC} when Samsa creates it (Samza's default): compaction never "
+        "touches the active segment, so a smaller one keeps what every start reads small.",
+        default="26214400",
+        minimum=1024,
+    ),
+    Key(
+        "task.checkpoint.replication.factor",
+        "int",
+        f"Replication factor of {_CHECKPOINT_TOPIC} when Samsa creates it (-1: the broker's default).",
+        default="-1",
+        minimum=1,
+        maximum=32767,
+        minus_one="for the broker's default",
     ),
     Key(
         "task.consumer.batch.size",
@@ -103,6 +125,15 @@ KEYS = [
         default="60000",
         minimum=1,
     ),
+    Key(
+        "job.coordinator.monitor-partition-change.frequency.ms",
+        "int",
+        "How often the supervisor compares the inputs' partition counts with the job model's; on a change "
+        "the job restarts with a new model (a job with durable stores stops instead). -1 turns it off.",
+        default="60000",
+        minimum=1,
+        allow_off=True,
+    ),
     Key("job.logged.store.base.dir", "path", "Directory of stores with a backup.", default="./state"),
     Key("job.non-logged.store.base.dir", "path", "Directory of stores without a backup.", default="./state"),
     Key(
@@ -122,7 +153,8 @@ KEYS = [
     Key(
         "deploy.spark.master",
         "str",
-        "Spark master URL; by default local[<containers>,1]: a slot per container on this machine.",
+        "Spark master URL; by default local[<containers>,<maxFailures>]: a slot per container on this "
+        "machine, maxFailures being deploy.spark.conf.spark.task.maxFailures when set, else 1.",
     ),
     Key(
         "deploy.spark.conf.*",
@@ -146,8 +178,10 @@ KEYS = [
     Key(
         "metrics.prometheus.port",
         "int",
-        "Serve Prometheus metrics on this port (per container: port + N).",
+        "Serve Prometheus metrics on this port (per container: port + N); 0: each container binds a free "
+        "port of its own and logs it.",
         minimum=0,
+        maximum=65535,
     ),
     # Systems and streams
     Key(
@@ -238,7 +272,9 @@ KEYS = [
         "int",
         "Replication factor of a changelog topic Samsa creates (-1: the broker's default).",
         default="-1",
-        minimum=-1,
+        minimum=1,
+        maximum=32767,  # Kafka's replication factor is a 16-bit signed int
+        minus_one="for the broker's default",
     ),
     Key(
         "stores.<s>.changelog.delete.retention.ms",
@@ -362,7 +398,6 @@ KEYS = [
     ),
 ]
 
-_CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
 _PER_STORE_MEMORY = "use stores.<s>.rocksdb.{0} or job.container.rocksdb.{1}"
 
 # Well-known Samza keys Samsa does not implement: rejected naming what to do instead, never guessed at
@@ -376,10 +411,6 @@ SAMZA_UNSUPPORTED = {
     "job.container.thread.pool.size": "a container processes its tasks on its run loop's thread",
     "task.checkpoint.factory": f"checkpoints are kept in the compacted topic {_CHECKPOINT_TOPIC} on "
     "task.checkpoint.system",
-    "task.checkpoint.replication.factor": f"Samsa creates {_CHECKPOINT_TOPIC} with the broker's default; "
-    "create it yourself (compacted, one partition) to choose",
-    "task.checkpoint.segment.bytes": f"Samsa creates {_CHECKPOINT_TOPIC} with the broker's default; "
-    "create it yourself (compacted, one partition) to choose",
     "task.chooser.class": "inputs are read round-robin, streams with samza.bootstrap=true first",
     "task.drop.deserialization.errors": "set task.deserialization.error.policy=skip (or dlq)",
     "task.max.concurrency": "a task processes one message at a time (StreamTask)",

@@ -23,8 +23,43 @@ def _flatten(data: Mapping[str, Any], prefix: str, out: dict[str, str], source: 
             out[full] = _to_text(value)
 
 
+class _TextLoader(yaml.SafeLoader):
+    """YAML that keeps every scalar as written: `job.id: 007` stays "007", never 7 (or octal 0123 -> 83).
+
+    The key registry types the text (ints, bools, lists), as for a .properties file; only an empty value,
+    `~` and `null` still mean "no value", and `<<` still merges an anchored mapping.
+    """
+
+
+_TextLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regex)
+        for tag, regex in resolvers
+        if tag in ("tag:yaml.org,2002:null", "tag:yaml.org,2002:merge")
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+# YAML 1.1's booleans: `yes`/`on` in a YAML job file meant true for a boolean key, and still do.
+_YAML_BOOLS = {"true": "true", "yes": "true", "on": "true", "false": "false", "no": "false", "off": "false"}
+
+
+def _yaml_booleans(out: dict[str, str]) -> None:
+    """Rewrites YAML 1.1 boolean words to true/false for the keys the registry types as booleans."""
+    from samsa.runtime.config.config import default_registry  # it imports this module
+
+    registry = default_registry()
+    for key, value in out.items():
+        word = _YAML_BOOLS.get(value.strip().lower())
+        if word is None:
+            continue
+        found = registry.lookup(key)
+        if found is not None and found[0].type == "bool":
+            out[key] = word
+
+
 def _to_text(value: Any) -> str:
-    # YAML turns `true` and `60000` into Python values; the registry parses the text form.
+    # A dict's `True` and `60000` are Python values; the registry parses the text form.
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
@@ -139,12 +174,13 @@ def load_raw(source: str | Path | Mapping[str, Any]) -> dict[str, str]:
         return parse_properties(text, str(path))
     if path.suffix in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_TextLoader) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"{path} is not valid YAML: {e}") from e
         if not isinstance(data, Mapping):
             raise ConfigError(f"{path} must hold a mapping of config keys")
         out = {}
         _flatten(data, "", out, str(path))
+        _yaml_booleans(out)
         return out
     raise ConfigError(f"{path}: a job config is a .properties, .yaml or .yml file")

@@ -59,7 +59,10 @@ class Key:
     default: str | None = None
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
     allow_off: bool = False  # -1 turns a timer off
+    # What -1 means where it is allowed below the minimum, e.g. "for the broker's default".
+    minus_one: str | None = None
     # Keys from CONFIG.md that a later issue builds: set -> rejected with this reason.
     not_yet: str | None = None
     # Samza keys Samsa does not implement: set -> rejected with this reason (what to do instead).
@@ -82,6 +85,26 @@ class Key:
         object.__setattr__(self, "regex", re.compile("".join(out)))
 
     @property
+    def special_minus_one(self) -> str | None:
+        """What -1 means for this int key, when it is allowed outside the range."""
+        return "to turn it off" if self.allow_off else self.minus_one
+
+    @property
+    def allowed_range(self) -> str:
+        """The values an int key takes, in words: 'at least 1', 'between 0 and 65535', '..., or -1 ...'."""
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            text = f"between {low} and {high}"
+        elif low is not None:
+            text = f"at least {low}"
+        elif high is not None:
+            text = f"at most {high}"
+        else:
+            text = "any whole number"
+        special = self.special_minus_one
+        return text if special is None else f"{text}, or -1 {special}"
+
+    @property
     def is_pattern(self) -> bool:
         return "<" in self.pattern or self.pattern.endswith("*")
 
@@ -96,9 +119,11 @@ class Key:
             )
         if self.type == "int":
             value = _parse_int(key, raw)
-            if self.minimum is not None and value < self.minimum and not (self.allow_off and value == -1):
-                off = " or -1 to turn it off" if self.allow_off else ""
-                raise ConfigError(f"{key}={raw!r} must be at least {self.minimum}{off}")
+            low, high = self.minimum, self.maximum
+            if ((low is not None and value < low) or (high is not None and value > high)) and not (
+                value == -1 and self.special_minus_one is not None
+            ):
+                raise ConfigError(f"{key}={raw!r} must be {self.allowed_range}")
             return value
         if self.type == "bool":
             return _parse_bool(key, raw)
@@ -212,6 +237,8 @@ class KeyRegistry:
         for k in sorted((k for k in self.keys if not k.unsupported), key=lambda k: k.pattern):
             default = "" if k.default is None else f" [default: {k.default}]"
             kind = k.type if not k.choices else f"{k.type}: {'|'.join(k.choices)}"
+            if k.type == "int" and k.minimum is not None:
+                kind = f"int: {k.allowed_range}"
             status = f" (not supported yet: {k.not_yet})" if k.not_yet else ""
             lines.append(f"{k.pattern}  <{kind}>{default}{status}\n    {k.doc}")
         return "\n".join(lines)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from background import MINIMAL_JOB
 
 from samsa.deploy import spark as spark_module
+from samsa.deploy import spark_supervisor
 from samsa.deploy.exceptions import SparkMissingError
 from samsa.deploy.restarts import RestartBudget
 from samsa.deploy.spark import TaskPlace, default_master, require_pyspark, spark_conf
 from samsa.deploy.spark_supervisor import driver_host
-from samsa.runtime.config.config import Config
+from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
+from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.job_model import ContainerModel, JobModel
 
 
 def test_a_missing_spark_extra_says_how_to_install_it(monkeypatch):
@@ -24,6 +30,43 @@ def test_a_missing_spark_extra_says_how_to_install_it(monkeypatch):
 
 def test_the_default_master_has_a_slot_per_container_and_no_spark_retry():
     assert default_master(3) == "local[3,1]"
+
+
+def test_the_default_master_takes_the_jobs_max_failures_which_local_mode_reads_only_there(monkeypatch):
+    # CONFIG.md: deploy.spark.master defaults to local[<containers>,<maxFailures>].
+    assert "local[<containers>,<maxFailures>]" in default_registry().render()  # `samsa config keys`
+    assert JobConfig(Config(MINIMAL_JOB)).spark_max_failures == 1
+    job = JobConfig(Config({**MINIMAL_JOB, "deploy.spark.conf.spark.task.maxFailures": "4"}))
+    assert job.spark_max_failures == 4
+    assert default_master(2, job.spark_max_failures) == "local[2,4]"
+    masters = []
+
+    class Started(Exception):
+        pass
+
+    def spark(app_name, master, conf):
+        masters.append(master)
+        raise Started
+
+    monkeypatch.setattr(spark_supervisor, "Spark", spark)
+    monkeypatch.setattr(spark_supervisor, "JobCoordinator", lambda job: _Prepared(containers=2))
+    with pytest.raises(Started):
+        spark_supervisor.SparkSupervisor(job, True).run()
+    assert masters == ["local[2,4]"]
+
+
+class _Prepared:
+    def __init__(self, containers):
+        self.containers = containers
+
+    def prepare(self):
+        return JobModel("test", tuple(ContainerModel(str(i), ()) for i in range(self.containers)))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many", "1.5"])
+def test_a_max_failures_that_is_no_whole_number_of_at_least_one_is_refused(value):
+    with pytest.raises(ConfigError, match=rf"deploy\.spark\.conf\.spark\.task\.maxFailures='{value}'"):
+        JobConfig(Config({**MINIMAL_JOB, "deploy.spark.conf.spark.task.maxFailures": value}))
 
 
 def test_spark_conf_quiets_spark_and_turns_its_retry_off_unless_the_job_says_otherwise():
@@ -59,6 +102,17 @@ def test_spark_keys_have_samzas_defaults_and_are_checked():
         Config({**MINIMAL_JOB, "deploy.spark.heartbeat.timeout.ms": "10"}).value(
             "deploy.spark.heartbeat.timeout.ms"
         )
+
+
+def test_the_docs_give_the_checkpoint_transactional_id_the_code_uses():
+    from samsa.runtime.takeover import checkpoint_producer_config
+
+    job = JobConfig(Config({**MINIMAL_JOB, "job.name": "wc", "job.id": "7"}))
+    assert checkpoint_producer_config(job, "3")["transactional.id"] == "samsa-checkpoint-wc-7-container-3"
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("spark.md", "running.md"):
+        ids = set(re.findall(r"samsa-checkpoint-[^`]*", (docs / page).read_text()))
+        assert ids == {"samsa-checkpoint-<job>-<id>-container-<n>"}, page
 
 
 def test_the_control_server_binds_where_executors_reach_the_driver():

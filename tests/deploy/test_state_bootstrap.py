@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,12 @@ from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 
 PARTITIONS = 4
+
+# What pyspark's worker daemon prints when Spark drops its connection (its workers stopped after a failure).
+_DAEMON_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):\n(?:  .*pyspark/daemon\.py.*\n)(?:  .*\n)*"
+    r"ConnectionResetError: .*\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +180,39 @@ def test_cli_bootstraps_a_blob_backed_store_restored_from_its_snapshot_with_colu
     assert held == {**expected, "late": 1}
 
 
+def test_cli_reports_a_bad_row_once_without_sparks_traceback(job_config, topics, tmp_path, subprocess_env):
+    # spark.md: Spark's log is kept to errors; a failed task is reported by Samsa, not as Spark's traceback.
+    words, out = topics(PARTITIONS), topics(PARTITIONS)
+    csv = tmp_path / "dup.csv"
+    csv.write_text("word,count\na,1\na,2\n")
+    config = count_job(
+        job_config,
+        words,
+        out,
+        **{"stores.counts.backup.factories": "blobstore", "blobstore.local.dir": str(tmp_path / "blobs")},
+    )
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "samsa.cli", "state", "bootstrap", "--job", str(job_file), "--store"),
+            *("counts", "--from", str(csv), "--format", "csv", "--key", "word", "--value", "count"),
+        ],
+        env={**subprocess_env, "SPARK_LOCAL_IP": "127.0.0.1"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    error = "dup.csv: key b'a' (column 'word') is in more than one row"
+    assert done.stderr.count(error) == 1, done.stderr[-3000:]
+    # Spark's own reports are gone. (pyspark's worker daemon may still print a ConnectionResetError
+    # traceback when Spark stops its Python workers after the failure: it writes to stderr directly.)
+    for noise in ("Exception in task", "PythonException", "\tat org.apache", "aborting job"):
+        assert noise not in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in _DAEMON_TRACEBACK.sub("", done.stderr), done.stderr[-3000:]
+
+
 def test_bad_rows_fail_naming_the_file_and_install_nothing(spark, job_config, topics, tmp_path):
     words, out = topics(PARTITIONS), topics(PARTITIONS)
     config = count_job(
@@ -195,7 +235,7 @@ def test_bad_rows_fail_naming_the_file_and_install_nothing(spark, job_config, to
         )
     twice = tmp_path / "twice.json"
     twice.write_text('{"word": "a", "count": 1}\n{"word": "a", "count": 2}\n')
-    with pytest.raises(BootstrapError, match=r"twice\.json: key b'a' is in more than one row"):
+    with pytest.raises(BootstrapError, match=r"twice\.json: key b'a' \(column 'word'\) is in more than one"):
         _bootstrap(
             spark, config, [], store="counts", source=str(twice), format="json", key="word", values=("count",)
         )

@@ -179,6 +179,28 @@ def test_yaml_flat_keys_with_native_values_become_text(tmp_path: Path) -> None:
     assert config.value("systems.kafka.streams.words.samza.reset.offset") is False
 
 
+@pytest.mark.parametrize("written", ["007", "0123", "1_000", "1e3", "0x1f", "2026-01-02", "no", "1.50"])
+def test_yaml_scalars_of_string_keys_stay_as_written_as_in_properties(tmp_path: Path, written: str) -> None:
+    # job.id names the job's topics and state dirs: a job moved between formats keeps its checkpoints.
+    (tmp_path / "job.yaml").write_text(f"job.name: {written}\njob.id: {written}\napp.note: {written}\n")
+    (tmp_path / "job.properties").write_text(f"job.name={written}\njob.id={written}\napp.note={written}\n")
+    expected = {"job.name": written, "job.id": written, "app.note": written}
+    assert load_raw(tmp_path / "job.yaml") == load_raw(tmp_path / "job.properties") == expected
+
+
+def test_yaml_boolean_words_still_set_boolean_keys(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "systems.kafka.streams.a.samza.bootstrap: yes\n"
+        "systems.kafka.streams.b.samza.bootstrap: On\n"
+        "systems.kafka.streams.c.samza.bootstrap: False\n"
+        "job.name: off\n"
+    )
+    config = Config.load(path)
+    assert [config.value(f"systems.kafka.streams.{s}.samza.bootstrap") for s in "abc"] == [True, True, False]
+    assert config.value("job.name") == "off"
+
+
 def test_yaml_nested_keys_flatten_with_dots(tmp_path: Path) -> None:
     path = tmp_path / "job.yml"
     path.write_text(
@@ -309,7 +331,6 @@ def test_unknown_key_far_from_any_points_to_config_keys() -> None:
     ("key", "wrong"),
     [
         ("task.checkpoint.factory", "stores.checkpoint.factory"),
-        ("task.checkpoint.replication.factor", "stores.checkpoint.changelog.replication.factor"),
         ("stores.sums.rocksdb.ttl.ms", "stores.sums.rocksdb.compression"),
         ("systems.kafka.samza.fetch.threshold", "systems.kafka.samza.factory"),
         ("systems.kafka.streams.page.views.samza.priority", "samza.bootstrap'"),
@@ -681,6 +702,26 @@ def test_undefined_system_is_named() -> None:
 def test_undefined_output_system_is_named() -> None:
     with pytest.raises(ConfigError, match=r"systems\.sink\.samza\.factory"):
         JobConfig(Config(job_dict(task__outputs="sink.out")))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("stores.counts.changelog", "other.counts-cl"),
+        ("task.checkpoint.system", "other"),
+        ("task.deserialization.dlq.stream", "other.dlq"),
+        ("stores.ref.adstore.input", "other.ref"),
+        ("task.broadcast.inputs", "other.ref#0"),
+        ("task.outputs", "other.out"),
+    ],
+)
+def test_every_key_naming_an_undefined_system_is_a_config_error_naming_the_key(key: str, value: str) -> None:
+    raw = job_dict(stores__counts__factory="rocksdb", stores__ref__factory="rocksdb", **{key: value})
+    with pytest.raises(ConfigError) as info:
+        JobConfig(Config(raw))
+    message = str(info.value)
+    assert "systems.other.samza.factory is required: system 'other' is used but not defined" in message
+    assert f"{key}={value}" in message
 
 
 def test_missing_bootstrap_servers_is_named() -> None:

@@ -183,6 +183,18 @@ def test_init_and_window_failures_are_user_code_errors_with_their_traceback() ->
     assert 'raise ValueError("window broke")' in explain(window.value)
 
 
+def test_a_failing_close_is_told_with_its_traceback_as_process_is() -> None:
+    class CloseTask(StreamTask):
+        def close(self) -> None:
+            raise ValueError("close broke")
+
+    with pytest.raises(UserCodeError, match=r"close\(\) failed: ValueError\('close broke'\)") as close:
+        _instance(CloseTask()).close()
+    told = explain(close.value)
+    assert 'raise ValueError("close broke")' in told and told.rstrip().endswith("ValueError: close broke")
+    assert "task_instance.py" in explain(close.value, full=True)  # --log-level DEBUG: every frame
+
+
 def test_an_error_of_samsa_alone_is_told_by_its_message_and_notes() -> None:
     error = ValueError("plain")
     assert explain(error) == "plain"

@@ -55,9 +55,8 @@ def test_schemaless_reader_schema_resolves_old_data() -> None:
 
 def test_schemaless_errors_say_what_does_not_match() -> None:
     serde = AvroSerde("users", parse_schema(V1, "test"))
-    with pytest.raises(SerializationError, match=r"User\.n is <x>.*expected int") as info:
+    with pytest.raises(SerializationError, match=r"User\.n = 'x' \(str\), but the schema says int"):
         serde.to_bytes({"name": "a", "n": "x"})
-    assert info.value.__cause__ is not None
     with pytest.raises(DeserializationError, match="data ends before the record"):
         serde.from_bytes(b"\x02")
     with pytest.raises(DeserializationError, match=r"2 bytes left.*users\.schema\.registry\.url"):
@@ -154,9 +153,8 @@ def test_confluent_serializing_needs_schema_and_topic(fake_registry: FakeSchemaR
         SerializationError, match=r"no writer schema: set serializers\.registry\.users\.schema"
     ):
         factory({"schema.registry.url": fake_registry.url}).get("t", False).to_bytes({"n": 1})
-    no_topic = factory({"schema": V1, "schema.registry.url": fake_registry.url}).get(None, False)
-    with pytest.raises(SerializationError, match="without a topic"):
-        no_topic.to_bytes({"name": "a", "n": 1})
+    with pytest.raises(SerdeConfigError, match=r"a store has none: give the store a schemaless avro serde"):
+        factory({"schema": V1, "schema.registry.url": fake_registry.url}).get(None, False)
 
 
 def test_factory_reads_schema_files(tmp_path: Path) -> None:

@@ -46,6 +46,27 @@ def broken(name, options):
 
 class Holder:
     Inner = Upper
+
+from samsa.serde import Serde
+
+class SubUpper(Serde):
+    """A subclass of the Serde Protocol keeping the default no-argument constructor."""
+    def to_bytes(self, obj):
+        return obj.upper().encode()
+    def from_bytes(self, data):
+        return data.decode()
+
+class SubPrefixed(Serde):
+    """A subclass of the Serde Protocol built from (name, options)."""
+    def __init__(self, name, options):
+        self.prefix = (name + options.get("sep", ":")).encode()
+    def to_bytes(self, obj):
+        return self.prefix + obj
+    def from_bytes(self, data):
+        return data[len(self.prefix):]
+
+class SubSubUpper(SubUpper):
+    pass
 '''
 
 
@@ -107,6 +128,22 @@ def test_factory_paths(factories: str) -> None:
     assert registry.get("pre").to_bytes(b"x") == b"pre:x"
     assert registry.get("made").to_bytes(b"x") == b"made|x"
     assert isinstance(registry.get("made"), Serde)
+
+
+def test_serde_protocol_subclasses_are_built_by_their_own_constructor(factories: str) -> None:
+    # The Protocol's placeholder __init__ takes (*args, **kwargs): it must not make a no-argument class
+    # look like a (name, options) factory.
+    registry = SerdeRegistry(
+        {
+            f"{P}up.class": f"{factories}:SubUpper",
+            f"{P}upup.class": f"{factories}:SubSubUpper",
+            f"{P}pre.class": f"{factories}:SubPrefixed",
+            f"{P}pre.sep": "|",
+        }
+    )
+    assert registry.get("up").to_bytes("abc") == b"ABC"
+    assert registry.get("upup").to_bytes("abc") == b"ABC"
+    assert registry.get("pre").to_bytes(b"x") == b"pre|x"
 
 
 @pytest.mark.parametrize(

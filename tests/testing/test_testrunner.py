@@ -6,6 +6,8 @@ import doctest
 import gc
 import json
 import re
+import subprocess
+import sys
 import weakref
 from collections import Counter
 from pathlib import Path
@@ -255,5 +257,22 @@ def test_the_python_examples_of_docs_testing_md_run(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, "docs/testing.md has python examples"
     monkeypatch.chdir(tmp_path)
-    for block in blocks:
-        exec(compile(block, "docs/testing.md", "exec"), {"__name__": "docs_example"})
+    for number, block in enumerate(blocks):
+        if re.search(r"^def test_", block, re.M):
+            _run_as_a_pytest_file(tmp_path / f"test_docs_testing_md_{number}.py", block)
+        else:
+            exec(compile(block, "docs/testing.md", "exec"), {"__name__": "docs_example"})
+
+
+def _run_as_a_pytest_file(path: Path, block: str) -> None:
+    """Runs a doc's pytest example as the user would: a test file of its own, with samsa's pytest plugin."""
+    path.write_text(block)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pytest")), "-q", "-p", "no:cacheprovider", path.name],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"docs/testing.md example as {path.name}:\n{block}\n{done.stdout[-3000:]}"
+    assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-3000:]

@@ -1,0 +1,98 @@
+"""Watches a running job's inputs for a partition count other than its job model's (Samza's
+StreamPartitionCountMonitor): a partition added while the job runs is in no task until the job restarts."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from samsa.runtime.config.job import JobConfig
+from samsa.stores.backends import store_backends
+from samsa.stores.factory import store_specs
+from samsa.streams import SystemStream
+
+log = logging.getLogger(__name__)
+
+FREQUENCY_KEY = "job.coordinator.monitor-partition-change.frequency.ms"
+
+#: stream -> (its partition count in the job model, its count now)
+Changes = dict[SystemStream, tuple[int, int]]
+
+
+class PartitionCountMonitor:
+    """Every `interval_s`, `fetch()`es the inputs' partition counts (one metadata request per system) on a
+    thread of its own, so a slow broker never holds up its owner; `changes` holds the first difference from
+    `expected` found, and then the watch ends."""
+
+    def __init__(
+        self,
+        expected: Mapping[SystemStream, int],
+        fetch: Callable[[], Mapping[SystemStream, int]],
+        interval_s: float,
+    ) -> None:
+        self.expected = dict(expected)
+        self._fetch = fetch
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+        #: The streams whose partition count changed (empty until one did).
+        self.changes: Changes = {}
+
+    def start(self) -> PartitionCountMonitor:
+        # A daemon thread: a watch stuck in a metadata request never keeps the process alive.
+        self._thread = threading.Thread(target=self._watch, name="samsa-partition-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def check(self) -> Changes:
+        """One look now: the streams whose count differs from the model's (also kept in `changes`)."""
+        counts = self._fetch()
+        found = {
+            ss: (n, counts[ss]) for ss, n in sorted(self.expected.items()) if ss in counts and counts[ss] != n
+        }
+        if found:
+            self.changes = found
+        return found
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                if self.check():
+                    return
+            except Exception as e:
+                # The broker may be away for a while; the containers say so themselves. Logged once per run
+                # of failures, then looked at again at the next interval.
+                if not self._failing:
+                    log.warning(
+                        "could not read the input streams' partition counts (%s); looking again every "
+                        "%.0f s (%s)",
+                        e,
+                        self.interval_s,
+                        FREQUENCY_KEY,
+                    )
+                self._failing = True
+                continue
+            self._failing = False
+
+
+def monitor_interval_s(job: JobConfig) -> float | None:
+    """`job.coordinator.monitor-partition-change.frequency.ms` in seconds; None when turned off (-1)."""
+    ms: int = job.config.value(FREQUENCY_KEY)
+    return None if ms < 0 else ms / 1000
+
+
+def describe(changes: Changes) -> str:
+    """`kafka.clicks: 2 -> 3 partitions, ...`, for log lines."""
+    return ", ".join(f"{ss}: {was} -> {now} partitions" for ss, (was, now) in changes.items())
+
+
+def durable_stores(job: JobConfig) -> list[str]:
+    """The job's stores with a backup (changelog or blob store): their state is kept per task, and a new
+    partition count moves keys to other tasks."""
+    specs = store_specs(job.config)
+    return sorted(s for s, spec in specs.items() if store_backends(job.config, spec).durable)
