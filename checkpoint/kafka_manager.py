@@ -132,6 +132,8 @@ class KafkaCheckpointManager:
         self.on_fenced: Callable[[str], None] | None = None
         self._start: ContainerStart | None = None
         self._fenced: str | None = None
+        self._named = threading.Event()  # cleared while a fence found at the broker looks the newer start up
+        self._named.set()
         self._transaction = threading.Lock()  # commit threads of several tasks share the producer
         self._queued: list[_Queued] = []  # commits waiting for the next transaction
         self._queue = threading.Lock()
@@ -348,12 +350,21 @@ class KafkaCheckpointManager:
         seconds for a slow broker."""
         if self._fenced is not None:
             return
-        self.fence(_UNNAMED_NEWER_START)
-        if self.on_fenced is not None:
-            self.on_fenced(self._fenced or "")
-        newer = self._newer_start()
-        if newer is not None:
-            self._fenced = fenced_message(self._start, self.epoch, newer)
+        self._named.clear()
+        try:
+            self.fence(_UNNAMED_NEWER_START)
+            if self.on_fenced is not None:
+                self.on_fenced(self._fenced or "")
+            newer = self._newer_start()
+            if newer is not None:
+                self._fenced = fenced_message(self._start, self.epoch, newer)
+        finally:
+            self._named.set()
+
+    def wait_named(self, timeout_s: float) -> None:
+        """Waits (up to `timeout_s`) until a fence found at the broker has looked up the newer start, so
+        that `fenced` names it."""
+        self._named.wait(timeout_s)
 
     def _newer_start(self) -> str | None:
         """The start that fenced this one, from its start record (best effort: the broker does not say)."""

@@ -39,8 +39,8 @@ def start_key(container_id: str) -> bytes:
 @dataclass(frozen=True)
 class ContainerStart:
     """One start of one container: its epoch (a driver's, else its start time in epoch ms), where it runs
-    and when it started; `reason` when it is a takeover of the container by another start (a new job
-    model), not a start of the container itself."""
+    and when it started; `assignment`, a digest of the tasks it runs; `reason` when it is a takeover of the
+    container by another start (a new job model), not a start of the container itself."""
 
     job: str
     container_id: str
@@ -49,11 +49,15 @@ class ContainerStart:
     pid: int
     started_ms: int
     reason: str = ""
+    assignment: str = ""
 
     @staticmethod
-    def here(job: str, container_id: str, epoch: int, started_ms: int, reason: str = "") -> ContainerStart:
+    def here(
+        job: str, container_id: str, epoch: int, started_ms: int, reason: str = "", assignment: str = ""
+    ) -> ContainerStart:
         """A start in this process."""
-        return ContainerStart(job, container_id, epoch, socket.gethostname(), os.getpid(), started_ms, reason)
+        host, pid = socket.gethostname(), os.getpid()
+        return ContainerStart(job, container_id, epoch, host, pid, started_ms, reason, assignment)
 
     @property
     def key(self) -> bytes:
@@ -70,6 +74,8 @@ class ContainerStart:
         }
         if self.reason:
             data["reason"] = self.reason
+        if self.assignment:
+            data["assignment"] = self.assignment
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     @staticmethod
@@ -85,6 +91,7 @@ class ContainerStart:
                 int(data["pid"]),
                 int(data["startedMs"]),
                 str(data.get("reason", "")),
+                str(data.get("assignment", "")),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -49,7 +49,7 @@ from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState
-from samsa.runtime.takeover import checkpoint_producer_config
+from samsa.runtime.takeover import assignment, checkpoint_producer_config
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance, new_task
 from samsa.serde.base import explain, raw_passthrough
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
@@ -61,7 +61,7 @@ from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.serialized import SerializedStore
 from samsa.stores.storage_manager import TaskStorage
-from samsa.streams import SystemStream, SystemStreamPartition
+from samsa.streams import SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,8 @@ _LOOK_EVERY_S = 0.1
 # How long closing producers may flush: a normal stop waits for every output; after a failure, briefly.
 _FLUSH_ON_STOP_S = 60.0
 _FLUSH_AFTER_FAILURE_S = 5.0
+# How long a fenced container waits for the newer start's name for its error (the lookup's own bound is 5 s).
+_NAMING_WAIT_S = 6.0
 
 
 def container_lock(job: JobConfig, container_id: str) -> RunLock:
@@ -225,9 +227,9 @@ class Container:
     def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
         task_class = validation.task_class(self.job)
         collector = OutputCollector(self.job, self._producers, self._serdes)
-        # Of every task of the job: a partition added to an input since the last run has no checkpoint of
-        # its own, and its task may be new, but the stream's other partitions have (`start_offset`).
-        checkpointed = {ssp.system_stream for cp in checkpoints.values() for ssp in cp.offsets}
+        # Of every task of the job: a partition added to an input since the last run has no checkpoint in
+        # any task, and its task may be new, but the stream's other partitions have (`start_offset`).
+        checkpointed = {ssp for cp in checkpoints.values() for ssp in cp.offsets}
         for tm in self.model.tasks:
             storage = storages[tm.name]
             context = TaskContextImpl(
@@ -409,10 +411,11 @@ class Container:
         self,
         partitions: Sequence[SystemStreamPartition],
         checkpoint: AnyCheckpoint | None,
-        checkpointed: Set[SystemStream],
+        checkpointed: Set[SystemStreamPartition],
     ) -> dict[SystemStreamPartition, int]:
-        """Each partition's start (`start_offset`); `checkpointed`: the streams the job's checkpoints hold
-        offsets of."""
+        """Each partition's start (`start_offset`); `checkpointed`: the partitions any task of the job has
+        a checkpointed offset of."""
+        streams = {ssp.system_stream for ssp in checkpointed}
         out = {}
         for ssp in partitions:
             out[ssp] = start_offset(
@@ -420,7 +423,7 @@ class Container:
                 self.job.stream(ssp.system_stream),
                 checkpoint.offsets.get(ssp) if checkpoint is not None else None,
                 self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition)),
-                ssp.system_stream in checkpointed,
+                ssp.system_stream in streams and ssp not in checkpointed,
             )
         return out
 
@@ -732,7 +735,9 @@ class Container:
         runs, and records this start. An older start still running learns of it from its `StartWatch` at
         its next fetch, or at the latest when its next checkpoint transaction fails, and stops without
         committing."""
-        start = ContainerStart.here(self.job.job_key, self.model.id, self.epoch, self._started_ms)
+        start = ContainerStart.here(
+            self.job.job_key, self.model.id, self.epoch, self._started_ms, assignment=assignment(self.model)
+        )
         if self._fenced is not None:
             # Told before it registered (by its driver): registering now would fence the newer start.
             raise CheckpointFencedError(fenced_message(start, self.epoch, self._fenced))
@@ -802,6 +807,9 @@ class Container:
         return self._loop.caught_up
 
     def _fenced_error(self) -> CheckpointFencedError:
+        # The broker's refusal is told before the newer start is looked up: wait for its name (it is
+        # looked up with a bound; the container already stopped processing).
+        self._checkpoints.wait_named(_NAMING_WAIT_S)
         return CheckpointFencedError(
             self._checkpoints.fenced or f"container {self.model.id} (epoch {self.epoch}): {self._fenced}"
         )

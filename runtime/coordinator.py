@@ -160,19 +160,21 @@ class JobCoordinator:
         check_broadcast_stores(self.job, counts)
         self.create_resources()
         model = build_job_model(counts, self.job.container_count, self.job.broadcast)
-        from samsa.runtime.state import create_changelogs  # state builds on this module's client settings
+        # state builds on this module's client settings
+        from samsa.runtime.state import changelog_partitions, create_changelogs
 
-        create_changelogs(self.job, len(model.tasks))
+        create_changelogs(self.job, changelog_partitions(model))
         stored = self.read_model()
         # The whole model, not just its fingerprint: a model stored by an older Samsa may group the same
         # inputs otherwise (it left every partition of a broadcast stream out of the tasks).
         if stored != model:
-            log.info("publishing job model %s to %s", model.fingerprint, self._topic)
-            self.publish(model)
             if stored is not None:
                 from samsa.runtime.takeover import fence_replaced  # it builds on this module
 
                 # Containers of the old model may still run (an outside orchestrator starts each one
-                # with `--container-id`): those whose tasks moved stop before a new owner restores them.
+                # with `--container-id`): those whose tasks moved stop before the new model is published,
+                # so no new owner restores them first, and a takeover cut short is redone by the next start.
                 fence_replaced(self.job, stored, model)
+            log.info("publishing job model %s to %s", model.fingerprint, self._topic)
+            self.publish(model)
         return model

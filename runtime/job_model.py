@@ -170,6 +170,7 @@ def build_job_model(
                 f"task.broadcast.inputs: {ssp.system}.{ssp.stream}#{ssp.partition} does not exist (the "
                 f"stream has {count} partitions)"
             )
+    broadcast = sorted(set(broadcast))  # canonical: the same model whatever the order the config lists them
     tasks = [
         TaskModel(t.name, (*t.partitions, *broadcast))
         for t in group_by_partition(partition_counts, broadcast)

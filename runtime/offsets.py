@@ -18,15 +18,15 @@ def start_offset(
     settings: StreamSettings,
     saved: int | None,
     watermarks: tuple[int, int],
-    stream_checkpointed: bool,
+    added_since: bool,
 ) -> int:
     """Where a task starts reading `ssp`: at its checkpointed offset `saved` (ignored with
     `samza.reset.offset`) kept within the partition's `watermarks`; without one, at the oldest offset when
-    the job checkpointed other partitions of the stream (`stream_checkpointed`: this one was added since),
-    else at `samza.offset.default`."""
+    no task of the job checkpointed the partition but the job checkpointed other partitions of its stream
+    (`added_since`: it was added since), else at `samza.offset.default`."""
     low, high = watermarks
     default = low if settings.offset_default == "oldest" else high
-    if settings.reset_offset or (saved is None and not stream_checkpointed):
+    if settings.reset_offset or (saved is None and not added_since):
         return default
     if saved is None:
         # The job checkpointed the stream's other partitions, never this one: it was added since the job

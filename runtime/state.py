@@ -20,7 +20,7 @@ from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
-from samsa.runtime.job_model import ContainerModel, TaskModel
+from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import Markers, StateBackendFactory
 from samsa.stores.backends import BLOBSTORE, CHANGELOG, store_backends
@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 def changelog_partition(task: TaskModel) -> int:
     """GroupByPartition: a task's changelog partition is its partition number."""
     return int(task.name.rsplit(" ", 1)[-1])
+
+
+def changelog_partitions(model: JobModel) -> int:
+    """How many partitions the job's changelogs need: one past the highest task partition number (a number
+    only broadcast partitions have gets no task, so the numbers may have gaps)."""
+    return max((changelog_partition(t) for t in model.tasks), default=-1) + 1
 
 
 def changelogs(job: JobConfig, specs: Mapping[str, StoreSpec]) -> dict[str, SystemStream]:
@@ -93,9 +99,10 @@ def blob_backed_stores(job: JobConfig, specs: Mapping[str, StoreSpec]) -> list[s
     return [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
 
 
-def create_changelogs(job: JobConfig, task_count: int) -> None:
-    """Creates (or checks) the state backends' resources: changelog topics (compacted, one partition per
-    task) and the blob store's location (bucket lifecycle rule, or directory)."""
+def create_changelogs(job: JobConfig, partitions: int) -> None:
+    """Creates (or checks) the state backends' resources: changelog topics (compacted, `partitions`
+    partitions: see `changelog_partitions`) and the blob store's location (bucket lifecycle rule, or
+    directory)."""
     specs = store_specs(job.config)
     if blob_backed_stores(job, specs):
         blob_store_admin(blob_store_settings(job)).create_resources()
@@ -108,7 +115,7 @@ def create_changelogs(job: JobConfig, task_count: int) -> None:
         return admins.setdefault(system, KafkaAdmin(client_config(job, system)))
 
     try:
-        ChangelogAdmin({s: specs[s].config for s in logs}, logs, task_count, admin_for).create_resources()
+        ChangelogAdmin({s: specs[s].config for s in logs}, logs, partitions, admin_for).create_resources()
     finally:
         for admin in admins.values():
             admin.close()

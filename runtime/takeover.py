@@ -4,15 +4,17 @@ reads a checkpoint or restores a store."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any
 
-from samsa.checkpoint.starts import ContainerStart
+from samsa.checkpoint.compacted_log import read_latest
+from samsa.checkpoint.starts import ContainerStart, start_key
 from samsa.kafka import KafkaProducer
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
-from samsa.runtime.job_model import JobModel
+from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config, coordinator_topic
+from samsa.runtime.job_model import ContainerModel, JobModel
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +48,24 @@ def moved_containers(replaced: JobModel, model: JobModel) -> list[str]:
     return [c.id for c in replaced.containers if now.get(c.id) != c.tasks]
 
 
+def assignment(container: ContainerModel) -> str:
+    """A digest of the tasks a container runs (and their partitions), recorded in its start record."""
+    text = repr([(t.name, sorted(t.partitions)) for t in sorted(container.tasks, key=lambda t: t.name)])
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def fence_replaced(job: JobConfig, replaced: JobModel, model: JobModel) -> list[str]:
     """Fences every container of `replaced` whose tasks `model` moves: registers its checkpoint producer
     (its next checkpoint transaction fails) and records a start of it that names the new model (its start
-    watch sees it and it stops without committing), then waits for live ones to notice. Returns their ids."""
+    watch sees it and it stops without committing), then waits for live ones to notice. A container whose
+    newest start already runs its tasks of `model` (another start of the job took over first) is left be.
+    Call before publishing `model`: a takeover that fails leaves the old model, and the next start redoes
+    it. Returns the ids fenced."""
     moved = moved_containers(replaced, model)
+    if not moved:
+        return []
+    wanted = {c.id: assignment(c) for c in model.containers}
+    moved = [c for c in moved if wanted.get(c) is None or _newest_assignment(job, c) != wanted[c]]
     if not moved:
         return []
     reason = (
@@ -74,3 +89,15 @@ def fence_replaced(job: JobConfig, replaced: JobModel, model: JobModel) -> list[
     )
     time.sleep(TAKEOVER_WAIT_S)
     return moved
+
+
+def _newest_assignment(job: JobConfig, container_id: str) -> str:
+    """The assignment the newest start record of the container names ("" when none does)."""
+    # Uncommitted records too: a start record is written in its start's transaction.
+    config = {**client_config(job, checkpoint_system(job)), "isolation.level": "read_uncommitted"}
+    key = start_key(container_id)
+    for record in reversed(read_latest(config, coordinator_topic(job))):
+        if record.key == key and record.value is not None:
+            start = ContainerStart.decode(record.value)
+            return start.assignment if start is not None else ""
+    return ""

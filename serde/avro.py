@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, overload
 
 import fastavro
+from fastavro.write import LOGICAL_WRITERS
 
 from samsa.serde.avro_check import Check, Problem, compile_check
 from samsa.serde.base import Serde
@@ -78,7 +79,7 @@ class AvroSerde:
         self.name = name
         self._writer = writer_schema
         self._reader = reader_schema
-        self._check, self._root = compile_check(writer_schema)
+        self._check, self._root = compile_check(writer_schema, LOGICAL_WRITERS)
 
     @overload
     def to_bytes(self, obj: None) -> None: ...
@@ -154,7 +155,7 @@ class ConfluentAvroSerde:
         self._check: Check | None = None
         self._root = ""
         if writer is not None:
-            self._check, self._root = compile_check(writer[1])
+            self._check, self._root = compile_check(writer[1], LOGICAL_WRITERS)
         self._reader = reader_schema
         self._auto_register = auto_register
         self._header: bytes | None = None
@@ -204,7 +205,13 @@ class ConfluentAvroSerde:
         try:
             return fastavro.schemaless_reader(source, writer, self._reader)
         except fastavro.read.SchemaResolutionError as exc:
-            raise _reader_schema_error(self.name, f"schema id {schema_id}", exc) from exc
+            # Per message: one producer's schema the reader cannot resolve is a bad message (the
+            # deserialization policy applies), not the job's config.
+            raise DeserializationError(
+                self.name,
+                f"the reader schema ({serde_key(self.name, 'reader.schema')}) cannot read schema id "
+                f"{schema_id}: {_describe(exc)}; make the producer's schema compatible with it",
+            ) from exc
         except Exception as exc:
             raise DeserializationError(
                 self.name, f"not an Avro record of schema id {schema_id}: {_describe(exc)}"

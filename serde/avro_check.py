@@ -25,8 +25,6 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastavro.write import LOGICAL_WRITERS
-
 INT_RANGE = (-(2**31), 2**31 - 1)
 LONG_RANGE = (-(2**63), 2**63 - 1)
 # Doubles below this magnitude round to a finite 32-bit float (at most FLT_MAX); at it, half way between
@@ -64,12 +62,13 @@ class Problem:
 Check = Callable[[Any], Problem | None]
 
 
-def compile_check(schema: Any) -> tuple[Check, str]:
+def compile_check(schema: Any, logical_writers: Mapping[str, Callable[[Any, Any], Any]]) -> tuple[Check, str]:
     """The check of parsed writer `schema` (None, or the Problem of a record that does not fit it), and
-    the name its problems' paths start with (`problem.render(name)`)."""
+    the name its problems' paths start with (`problem.render(name)`); `logical_writers`: fastavro's
+    converters of logical types to their underlying ones (passed in: fastavro is imported by avro.py only)."""
     named: dict[str, Any] = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
     name = _short(schema["name"]) if isinstance(schema, dict) and "name" in schema else "value"
-    return _Compiler(named).compile(schema), name
+    return _Compiler(named, logical_writers).compile(schema), name
 
 
 def describe(schema: Any) -> str:
@@ -101,8 +100,11 @@ def _short(fullname: str) -> str:
 class _Compiler:
     """Turns schema nodes into checks; named types compile once (recursive types through a late binding)."""
 
-    def __init__(self, named: Mapping[str, Any]) -> None:
+    def __init__(
+        self, named: Mapping[str, Any], logical_writers: Mapping[str, Callable[[Any, Any], Any]]
+    ) -> None:
         self._named = named
+        self._logical_writers = logical_writers
         self._checks: dict[str, Check] = {}
 
     def compile(self, schema: Any) -> Check:
@@ -114,7 +116,7 @@ class _Compiler:
         kind = schema["type"]
         logical = schema.get("logicalType")
         if logical is not None:
-            prepare = LOGICAL_WRITERS.get(f"{kind}-{logical}")
+            prepare = self._logical_writers.get(f"{kind}-{logical}")
             underlying = {k: v for k, v in schema.items() if k != "logicalType"}
             inner = self.compile(underlying if isinstance(kind, str) and kind in _COMPOUND else kind)
             return inner if prepare is None else _logical(prepare, schema, inner)

@@ -2,6 +2,7 @@
 
 import codecs
 import json
+import math
 import struct
 from collections.abc import Callable
 from functools import partial
@@ -16,6 +17,8 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 # Types whose values the JSON serde always encodes, as far as their outer type tells.
 _JSON_CHECKED_OUTSIDE = frozenset({dict, list, str, int, bool})
+# Bases whose subclasses the JSON encoder writes as the base (a tuple as a list).
+_JSON_WRITTEN_AS_BASE = (dict, list, tuple, str, int)
 
 
 class BytesSerde:
@@ -102,8 +105,15 @@ class JsonSerde:
     def check(self, obj: object) -> None:
         """Raise as `to_bytes` would for `obj`, looking only at its outer type: what a dict or list
         holds is checked when it is written (see `samsa.serde.base.value_check`)."""
-        if obj.__class__ not in _JSON_CHECKED_OUTSIDE:
-            self.to_bytes(obj)  # floats (NaN), tuples and anything else: encoding them is the check
+        if obj.__class__ in _JSON_CHECKED_OUTSIDE:
+            return
+        # Subclasses (Counter, defaultdict, enums) are written as their base; encoding a big one on every
+        # put would cost tens of microseconds.
+        if isinstance(obj, _JSON_WRITTEN_AS_BASE):
+            return
+        if isinstance(obj, float) and math.isfinite(obj):
+            return
+        self.to_bytes(obj)  # NaN, infinities and anything else: encoding them is the check
 
     @overload
     def to_bytes(self, obj: None) -> None: ...

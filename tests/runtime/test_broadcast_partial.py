@@ -184,3 +184,58 @@ def test_a_model_stored_with_the_whole_broadcast_stream_left_out_is_replaced(
     assert coordinator.read_model() == old
     assert coordinator.prepare() == model
     assert coordinator.read_model() == model
+
+
+def test_a_partition_made_broadcast_is_not_replayed_to_the_tasks_that_did_not_read_it(
+    job_config, topics, produce, run_job
+):
+    # The job read b grouped (b#0 in task 0, checkpointed); broadcasting b#0 gives it to task 1 with no
+    # checkpoint of task 1's own. b#0 existed all along: task 1 starts it at samza.offset.default
+    # (upcoming), not at its oldest offset as a partition added since the last run would.
+    a, b, out = topics(2), topics(2), topics(1)
+    produce(b, [("old", "old")] * 3, partition=0)
+    grouped = job_config(
+        f"kafka.{a},kafka.{b}",
+        out,
+        task="partition_test_tasks:StreamRecordTask",
+        **{f"systems.kafka.streams.{b}.samza.offset.default": "oldest"},
+    )
+    run_job(grouped)
+    StreamRecordTask.SEEN.clear()
+    produce(b, [("new", "new")], partition=0)
+    broadcast = {
+        **grouped,
+        "task.broadcast.inputs": f"kafka.{b}#0",
+        f"systems.kafka.streams.{b}.samza.offset.default": "upcoming",
+    }
+    run_job(broadcast)
+    assert sorted((t, o) for t, s, p, o in StreamRecordTask.SEEN if s == b and p == 0) == [
+        ("Partition 0", 3)  # task 0 resumes from its checkpoint; task 1 starts at the end
+    ]
+
+
+def test_a_changelog_store_works_when_a_partition_number_has_only_broadcast_partitions(
+    job_config, topics, produce, run_job, kafka_admin
+):
+    # Tasks Partition 0 and Partition 2 (b#1 is broadcast): the changelog needs partition 2, not 2 partitions.
+    a, b, out = topics(1), topics(3), topics(1)
+    produce(b, [("w", "x")], partition=2)
+    config = job_config(
+        f"kafka.{a}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            "task.broadcast.inputs": f"kafka.{b}#1",
+            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
+            "stores.counts.factory": "rocksdb",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "long",
+            "stores.counts.changelog": f"kafka.{a}-changelog",
+        },
+    )
+    try:
+        containers = run_job(config)
+        assert [t.name for c in containers for t in c.model.tasks] == ["Partition 0", "Partition 2"]
+        assert kafka_admin.partition_counts([f"{a}-changelog"])[f"{a}-changelog"] == 3
+    finally:
+        kafka_admin.delete_topics([f"{a}-changelog"])

@@ -21,7 +21,8 @@ from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import Container
 from samsa.runtime.coordinator import JobCoordinator
-from samsa.runtime.takeover import moved_containers
+from samsa.runtime.job_model import build_job_model
+from samsa.runtime.takeover import fence_replaced, moved_containers
 
 # Every test here runs on Kafka and on the in-memory system.
 kafka_bootstrap = systems_fixtures.kafka_bootstrap
@@ -85,3 +86,35 @@ def test_a_start_refused_as_already_running_publishes_nothing(job_config, topics
         assert JobCoordinator(job).read_model() == model
     finally:
         running.crash()
+
+
+def test_a_container_already_running_its_tasks_of_the_new_model_is_not_fenced(job_config, topics):
+    # Two starters of the new model race (an orchestrator starts every container at once): one takeover
+    # must not fence the container another start of the new model already runs.
+    words, out = topics(4), topics(1)
+    two = job_config(f"kafka.{words}", out, **{"job.container.count": "2"})
+    old_model = JobCoordinator(JobConfig(Config(two))).prepare()
+    new = JobConfig(Config({**two, "job.container.count": "1"}))
+    coordinator = JobCoordinator(new)
+    new_model = build_job_model(coordinator.partition_counts(), 1, new.broadcast)
+    live = Container(new, new_model.container("0"))
+    run = Background(live.run)
+    try:
+        wait_for(lambda: live.status()[0] == "running", 30, "container 0 of the new model running")
+        assert fence_replaced(new, old_model, new_model) == ["1"]  # 0 runs its new tasks already
+        time.sleep(0.5)
+        assert run.thread.is_alive() and run.error is None, repr(run.error)
+    finally:
+        live.stop()
+        run.join(30)
+    assert run.error is None, repr(run.error)
+
+
+def test_listing_broadcast_partitions_in_another_order_changes_no_model(job_config, topics):
+    words, ref, out = topics(2), topics(2), topics(1)
+    first = job_config(f"kafka.{words}", out, **{"task.broadcast.inputs": f"kafka.{ref}#0,kafka.{ref}#1"})
+    model = JobCoordinator(JobConfig(Config(first))).prepare()
+    swapped = JobConfig(Config({**first, "task.broadcast.inputs": f"kafka.{ref}#1,kafka.{ref}#0"}))
+    started = time.monotonic()
+    assert JobCoordinator(swapped).prepare() == model
+    assert time.monotonic() - started < 0.9  # no takeover (its wait is a second)

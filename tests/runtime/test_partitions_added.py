@@ -37,26 +37,26 @@ def test_a_partition_without_a_checkpoint_of_a_checkpointed_stream_starts_at_its
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.INFO, "samsa.runtime.offsets"):
-        assert start_offset(P2, _settings("upcoming"), None, (3, 10), stream_checkpointed=True) == 3
+        assert start_offset(P2, _settings("upcoming"), None, (3, 10), added_since=True) == 3
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
     assert record.getMessage().startswith("kafka.clicks#2: ")
     assert "added since" in record.getMessage() and "samza.offset.default=upcoming" in record.getMessage()
-    assert start_offset(P2, _settings("oldest"), None, (3, 10), stream_checkpointed=True) == 3
+    assert start_offset(P2, _settings("oldest"), None, (3, 10), added_since=True) == 3
 
 
 def test_a_stream_the_job_never_checkpointed_starts_at_samza_offset_default() -> None:
     # A stream new to task.inputs: where it starts is the user's choice.
-    assert start_offset(P2, _settings("upcoming"), None, (3, 10), stream_checkpointed=False) == 10
-    assert start_offset(P2, _settings("oldest"), None, (3, 10), stream_checkpointed=False) == 3
+    assert start_offset(P2, _settings("upcoming"), None, (3, 10), added_since=False) == 10
+    assert start_offset(P2, _settings("oldest"), None, (3, 10), added_since=False) == 3
 
 
 def test_a_checkpoint_is_kept_within_the_partition_and_reset_offset_ignores_it() -> None:
-    assert start_offset(P2, _settings(), 5, (3, 10), stream_checkpointed=True) == 5
-    assert start_offset(P2, _settings(), 1, (3, 10), stream_checkpointed=True) == 3  # deleted by retention
-    assert start_offset(P2, _settings(), 12, (3, 10), stream_checkpointed=True) == 10  # topic recreated
-    assert start_offset(P2, _settings(reset=True), 5, (3, 10), stream_checkpointed=True) == 10
-    assert start_offset(P2, _settings("oldest", reset=True), 5, (3, 10), stream_checkpointed=True) == 3
+    assert start_offset(P2, _settings(), 5, (3, 10), added_since=True) == 5
+    assert start_offset(P2, _settings(), 1, (3, 10), added_since=True) == 3  # deleted by retention
+    assert start_offset(P2, _settings(), 12, (3, 10), added_since=True) == 10  # topic recreated
+    assert start_offset(P2, _settings(reset=True), 5, (3, 10), added_since=True) == 10
+    assert start_offset(P2, _settings("oldest", reset=True), 5, (3, 10), added_since=True) == 3
 
 
 # -- on the broker ------------------------------------------------------------------------------------

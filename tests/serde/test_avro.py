@@ -194,3 +194,18 @@ def test_schemaless_serde_is_shared_across_topics() -> None:
     serdes = factory({"schema": V1})
     assert serdes.get("a", False) is serdes.get("b", True) is serdes.get(None, False)
     assert _record(serdes.get("a", False)) == {"name": "a", "n": 1}
+
+
+def test_confluent_data_the_reader_schema_cannot_read_is_a_bad_message(
+    fake_registry: FakeSchemaRegistry,
+) -> None:
+    # The writer schema comes per message (its id): one producer's incompatible schema is a bad message the
+    # deserialization policy handles (skip, dlq), not a config error that ends the job.
+    url = fake_registry.url
+    needs_x = json.dumps({**USER_V1, "fields": [*USER_V1["fields"], {"name": "x", "type": "long"}]})
+    written = (
+        factory({"schema": V1, "schema.registry.url": url}).get("t", False).to_bytes({"name": "a", "n": 1})
+    )
+    reader = factory({"reader.schema": needs_x, "schema.registry.url": url}).get("t", False)
+    with pytest.raises(DeserializationError, match=r"reader\.schema\) cannot read schema id \d+"):
+        reader.from_bytes(written)
