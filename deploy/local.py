@@ -30,6 +30,12 @@ from samsa.runtime.run_lock import RunLock
 log = logging.getLogger(__name__)
 
 
+#: glibc malloc settings for container processes (the environment's own win). Without them a container's
+#: RSS crept by about 1 MB a minute for good (free memory fragmented in malloc's arenas by the commits'
+#: flushes, checkpoints and 1 MiB transfer buffers): measured with commits every 200 ms, 1.0-1.4 MB/min
+#: once RocksDB's block cache was full; 0.02 MB/min with both.
+CONTAINER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_ARENA_MAX": "2"}
+
 T = TypeVar("T")
 
 # How often a start waiting on the broker looks whether it was asked to stop.
@@ -87,7 +93,7 @@ class LocalSupervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
+            env={**CONTAINER_MALLOC_ENV, **os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
         )
         pump = threading.Thread(target=self._pump, args=(child.container_id, child.process), daemon=True)
         pump.start()

@@ -3,6 +3,7 @@ second supervisor of the job."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import signal
@@ -179,3 +180,24 @@ def test_a_task_asking_in_init_for_an_undefined_store_stops_the_job_at_once(
     assert "no store named 'counts'" in output and "stopped on a configuration error" in output, output
     assert "restarting" not in output
     assert 'context.store("counts")' in output, "the user's line is shown"
+
+
+def test_containers_get_the_malloc_settings_unless_the_environment_has_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without them a container's RSS crept about 1 MB a minute for good (glibc arenas fragmented).
+    envs: list[dict[str, str]] = []
+
+    class Started:
+        def __init__(self, cmd: list[str], **kwargs: Any) -> None:
+            envs.append(kwargs["env"])
+            self.pid = 1
+            self.stdout = io.BytesIO(b"")  # the output pump ends at once
+
+    monkeypatch.setattr(local.subprocess, "Popen", Started)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    supervisor = LocalSupervisor(_job(tmp_path), [])
+    supervisor._spawn(local._Child("0", local.RestartBudget(1)))
+    assert envs[0]["MALLOC_MMAP_THRESHOLD_"] == "131072"
+    assert envs[0]["MALLOC_ARENA_MAX"] == "4"  # the user's own setting wins
