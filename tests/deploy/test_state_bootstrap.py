@@ -28,10 +28,11 @@ from samsa.runtime.config.job import JobConfig
 
 PARTITIONS = 4
 
-# What pyspark's worker daemon prints when Spark drops its connection (its workers stopped after a failure).
+# What pyspark's worker daemon prints when Spark drops its connection (its workers stopped after a failure):
+# the daemon writes to stderr itself, out of reach of Spark's log settings.
 _DAEMON_TRACEBACK = re.compile(
     r"Traceback \(most recent call last\):\n(?:  .*pyspark/daemon\.py.*\n)(?:  .*\n)*"
-    r"ConnectionResetError: .*\n"
+    r"(?:ConnectionResetError|EOFError|BrokenPipeError)(?:: .*)?\n"
 )
 
 
