@@ -124,10 +124,6 @@ class CachedStore(KeyValueStore[K, V]):
         for key, value in entries:
             self.put(key, value)
 
-    def delete_all(self, keys: Iterable[K]) -> None:
-        for key in keys:
-            self.put(key, None)
-
     def range(self, from_key: K, to_key: K) -> Iterator[tuple[K, V]]:
         self._write_dirty()  # the engine orders by serialized keys: let it see every write
         return self.inner.range(from_key, to_key)

@@ -8,6 +8,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 import pytest
+from changelog_sends import Sent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,18 +28,6 @@ class Color(StrEnum):
 class Code(IntEnum):
     ONE = 1
     TWO = 2
-
-
-class Sent:
-    """Records the changelog sends of a `LoggedStore`."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes | None, bytes | None]] = []
-
-    def __call__(
-        self, topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None
-    ) -> None:
-        self.records.append((key, value))
 
 
 def _cached(key_serde: Any, msg_serde: Any, engine: KeyValueStore[bytes, bytes] | None = None) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from changelog_sends import Sent
 
 from samsa.adjunct.versioned import VersionedStore
 from samsa.exactly_once.overlay import OverlayStore
@@ -18,18 +19,6 @@ from samsa.stores.memory import InMemoryStore
 from samsa.stores.readonly import ReadOnlyStore
 from samsa.stores.serialized import SerializedStore
 from samsa.stores.snapshot_gate import SnapshotGate
-
-
-class Sent:
-    """Records the changelog sends of a `LoggedStore`."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes | None, bytes | None]] = []
-
-    def __call__(
-        self, topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None
-    ) -> None:
-        self.records.append((key, value))
 
 
 def _filled(store: KeyValueStore[bytes, bytes]) -> KeyValueStore[bytes, bytes]:
