@@ -69,6 +69,7 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     from samsa.deploy.local import install_stop_handlers, stop_when_orphaned, unless_stopped
     from samsa.runtime.container import Container, container_lock
     from samsa.runtime.coordinator import JobCoordinator
+    from samsa.runtime.state import early_s3_client
 
     container: Container | None = None
     stop_requested = False
@@ -89,32 +90,42 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         # its (maybe different) job model over the running one's.
         held = container_lock(job, args.container_id)
         held.acquire()
-    coordinator = JobCoordinator(job)
-    if not args.from_supervisor:
-        log.info("preparing job %s: checking its topics, publishing its job model", job.job_key)
-    model = unless_stopped(
-        coordinator.read_model if args.from_supervisor else coordinator.prepare, lambda: stop_requested
-    )
-    if stop_requested:
-        log.info("container %s: stopped before it started", args.container_id)
+    # Made while the job model is read and the container starts (importing boto3, parsing its models): off
+    # the restore's path. The container takes it over; discarded if it never does.
+    s3_client = early_s3_client(job)
+    try:
+        coordinator = JobCoordinator(job)
+        if not args.from_supervisor:
+            log.info("preparing job %s: checking its topics, publishing its job model", job.job_key)
+        model = unless_stopped(
+            coordinator.read_model if args.from_supervisor else coordinator.prepare, lambda: stop_requested
+        )
+        if stop_requested:
+            log.info("container %s: stopped before it started", args.container_id)
+            return 0
+        if model is None:
+            raise SamsaError(
+                "no job model was published; start the job with `samsa run` without --container-id"
+            )
+        # Under a supervisor, a container still holding the lock is an orphan of a killed supervisor, on its
+        # way out (it stops when its parent goes, final commit included): wait for it rather than end the job.
+        lock_wait_s = job.shutdown_ms / 1000 + 2 if args.from_supervisor else 0.0
+        container = Container(
+            job,
+            model.container(args.container_id),
+            until_caught_up=args.until_caught_up,
+            lock_wait_s=lock_wait_s,
+            held_lock=held,
+            s3_client=s3_client,
+        )
+        if stop_requested:
+            log.info("container %s: stopped before it started", args.container_id)
+            return 0
+        container.run()
         return 0
-    if model is None:
-        raise SamsaError("no job model was published; start the job with `samsa run` without --container-id")
-    # Under a supervisor, a container still holding the lock is an orphan of a killed supervisor, on its way
-    # out (it stops when its parent goes, final commit included): wait for it rather than end the job.
-    lock_wait_s = job.shutdown_ms / 1000 + 2 if args.from_supervisor else 0.0
-    container = Container(
-        job,
-        model.container(args.container_id),
-        until_caught_up=args.until_caught_up,
-        lock_wait_s=lock_wait_s,
-        held_lock=held,
-    )
-    if stop_requested:
-        log.info("container %s: stopped before it started", args.container_id)
-        return 0
-    container.run()
-    return 0
+    finally:
+        if s3_client is not None:
+            s3_client.discard()  # nothing once the container's restore took it
 
 
 def _cmd_config_keys(args: argparse.Namespace) -> int:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -24,11 +26,18 @@ from typing import Any, cast
 import boto3
 from botocore.config import Config
 from restore import BATCH, SAMPLE, STORE, key_of
+from s3_client_wait import probe_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from moto_server import FAKE_ENVIRONMENT, UNSET, MotoProcess
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
+from samsa.examples.wordcount.generator import WORDS
+from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka.embedded import EmbeddedBroker
+from samsa.runtime.config.config import Config as JobSettings
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import JobCoordinator
 from samsa.stores.backend import Markers, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
@@ -323,6 +332,36 @@ def blob_bench(
             factory.close()
 
 
+def container_client_waits(target: S3Target, work: Path, repeat: int) -> list[float]:
+    """Seconds a container's restore waited for its S3 client, in `repeat` containers each started in a
+    fresh process (`s3_client_wait.py`) on the embedded broker, its job prepared here as a supervisor does."""
+    with EmbeddedBroker(work / "probe-broker") as broker:
+        topic, bootstrap = "client-wait", broker.bootstrap_servers
+        with KafkaAdmin({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topic(topic, 1)
+            admin.create_topic(f"{topic}-counts", 1)
+        producer = KafkaProducer({"bootstrap.servers": bootstrap})
+        for i in range(200):
+            word = WORDS[i % len(WORDS)].encode()
+            producer.send(topic, word, key=word)
+        producer.close()
+        config = probe_config(bootstrap, target.bucket, topic, work / "probe", target.endpoint, target.region)
+        JobCoordinator(JobConfig(JobSettings(config))).prepare()
+        waits = []
+        for i in range(repeat + 1):  # the first fills the snapshot the others restore on a new host each
+            command = [sys.executable, str(Path(__file__).with_name("s3_client_wait.py"))]
+            command += ["--bootstrap", bootstrap, "--bucket", target.bucket, "--topic", topic]
+            command += ["--state", str(work / f"probe-{i}")]
+            command += ["--endpoint", target.endpoint] if target.endpoint else []
+            command += ["--region", target.region] if target.region else []
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError(f"client-wait probe failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            if i:
+                waits.append(float(json.loads(done.stdout.splitlines()[-1])["wait_s"]))
+        return waits
+
+
 def restore_timed(
     args: argparse.Namespace,
     work: Path,
@@ -378,13 +417,24 @@ def restore_timed(
     print(f"  {'samsa blob-store restore':<36}{samsa_t:>8.3f}{mb / samsa_t:>9.1f}")
     client_t = statistics.median(clients)
     print(f"  {'boto3 client creation (each side)':<36}{client_t:>8.3f}   (not in the figures above)")
+    waits = container_client_waits(target, work, args.repeat)
+    wait_t = statistics.median(waits)
+    label = "a container's wait for its client"
+    print(
+        f"  {label:<36}{wait_t:>8.3f}   (made from its start, while it reads "
+        f"its checkpoints; {len(waits)} containers in fresh processes: "
+        + ", ".join(f"{w:.3f}" for w in waits)
+        + ")"
+    )
     if changelog_t is not None:
-        # The changelog figure includes its factory and consumer, so the speedup counts the client in.
-        speedup, bare = changelog_t / (samsa_t + client_t), changelog_t / samsa_t
+        # The changelog figure includes its factory and consumer, so the speedup counts the client in: as
+        # long as a container waits for it, and as if made on the restore's path.
+        speedup, made_in_path = changelog_t / (samsa_t + wait_t), changelog_t / (samsa_t + client_t)
         print(f"  {'samsa changelog restore (above)':<36}{changelog_t:>8.3f}")
         print(
-            f"  {'blob vs changelog speedup':<36}{speedup:>8.1f}x   (target >= 10x; client included, "
-            f"{bare:.1f}x without)"
+            f"  {'blob vs changelog speedup':<36}{speedup:>8.1f}x   (target >= 10x; the container's wait for "
+            f"its client included; {made_in_path:.1f}x with the client made on the restore's path, "
+            f"{changelog_t / samsa_t:.1f}x without it)"
         )
     else:
         print(f"  {'blob vs changelog speedup':<36}{'n/a':>8}   (--backend all measures it)")

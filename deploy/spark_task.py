@@ -18,6 +18,7 @@ from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import Container
 from samsa.runtime.job_model import JobModel
+from samsa.runtime.state import early_s3_client
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,14 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
         interval_s=launch.heartbeat_interval_s,
         timeout_s=job.heartbeat_timeout_ms / 1000,
     )
+    # Made while the driver is reached and the container starts: off the restore's path (see Container).
+    s3_client = early_s3_client(job)
     try:
         epoch = client.connect(timeout_s=job.heartbeat_timeout_ms / 1000)
         model = JobModel.from_json(launch.model_json).container(launch.container_id)
-        container = Container(job, model, until_caught_up=launch.until_caught_up, epoch=epoch)
+        container = Container(
+            job, model, until_caught_up=launch.until_caught_up, epoch=epoch, s3_client=s3_client
+        )
 
         def on_stop(reason: str) -> None:
             if reason == "fenced":
@@ -106,6 +111,8 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
         client.close("failed", f"{type(e).__name__}: {e}", unmendable_exit(e))
         raise
     finally:
+        if s3_client is not None:
+            s3_client.discard()  # nothing once the container's restore took it
         if main:
             signal.signal(signal.SIGINT, previous)
     client.close("stopped")

@@ -48,13 +48,14 @@ from samsa.runtime.offsets import start_offset
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
-from samsa.runtime.state import ContainerState
+from samsa.runtime.state import ContainerState, early_s3_client
 from samsa.runtime.takeover import assignment, checkpoint_producer_config
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance, new_task
 from samsa.serde.base import explain, raw_passthrough
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import RestoreProgress
+from samsa.stores.blobstore.factory import PendingS3Client
 from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.factory import ROCKSDB
 from samsa.stores.restore_progress import RestoreReporter
@@ -138,7 +139,10 @@ class Container:
         hooks: ContainerHooks | None = None,
         lock_wait_s: float = 0.0,
         held_lock: RunLock | None = None,
+        s3_client: PendingS3Client | None = None,
     ) -> None:
+        """`s3_client`: the blob store's S3 client, being made since the process began (`early_s3_client`);
+        the container takes it over (else its start makes one the same way)."""
         self.job = job
         #: How long a start waits for another process of this container on this machine to let go.
         self._lock_wait_s = lock_wait_s
@@ -173,6 +177,7 @@ class Container:
         self._checkpoints = checkpoint_manager(job)
         self._bad_messages: dict[tuple[str, str], m.Counter] = {}
         self._state: ContainerState | None = None
+        self._pending_s3 = s3_client
         self._checkpoint_producer: KafkaProducer | None = None
         self._restore_stop = threading.Event()
         #: Progress of the adjunct stores being bootstrapped (shown like a restore's).
@@ -612,8 +617,14 @@ class Container:
         kafka_systems = [name for name, s in self.job.systems.items() if s.kafka_clients]
         # Before fencing: a second start on this machine is refused and leaves the running one be.
         if not self._driven and not self._take_lock():
+            if self._pending_s3 is not None:
+                self._pending_s3.discard()
             return None
         with self._released_on_failure():
+            if self._pending_s3 is None:
+                # Made meanwhile, on a thread of its own (importing boto3, parsing its models): off the
+                # restore's path.
+                self._pending_s3 = early_s3_client(self.job)
             for system in kafka_systems:
                 self._producers[system] = self._new_producer(client_config(self.job, system, "producer"))
             # Checkpoint records go out from the commit threads on a producer of their own.
@@ -640,6 +651,7 @@ class Container:
                 write_versions,
                 executor=self._hooks.executor,
                 clock=self._clock,
+                s3_client=self._pending_s3,
             )
             self._adjunct_starts = self._prepare_adjunct_stores()
             if self.job.exactly_once:
@@ -855,6 +867,8 @@ class Container:
         closers: list[Callable[[], None]] = [a for a in abandon if a is not None]
         closers += [c.close for c in self._consumers.values()]
         closers += [partial(p.close, 0) for p in self._all_producers()]
+        if self._pending_s3 is not None:
+            closers.append(self._pending_s3.discard)
         if self._start_watch is not None:
             closers.append(self._start_watch.close)
         if self._server is not None:
@@ -889,6 +903,8 @@ class Container:
         server = self._server
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
+        if self._pending_s3 is not None:
+            closers.append(self._pending_s3.discard)
         if self._start_watch is not None:
             closers.append(self._start_watch.close)
         closers += [c.close for c in self._consumers.values()]

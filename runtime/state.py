@@ -21,11 +21,12 @@ from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel
+from samsa.runtime.validation import blob_backed_stores
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import Markers, StateBackendFactory
-from samsa.stores.backends import BLOBSTORE, CHANGELOG, store_backends
+from samsa.stores.backends import BLOBSTORE, CHANGELOG
 from samsa.stores.blobstore.backup import UploadStats
-from samsa.stores.blobstore.factory import BlobStoreBackendFactory, blob_store_admin
+from samsa.stores.blobstore.factory import BlobStoreBackendFactory, PendingS3Client, blob_store_admin
 from samsa.stores.blobstore.requests import ABANDON_WAIT_S
 from samsa.stores.blobstore.restore import RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
@@ -94,9 +95,13 @@ def blob_store_settings(job: JobConfig) -> BlobStoreSettings:
     )
 
 
-def blob_backed_stores(job: JobConfig, specs: Mapping[str, StoreSpec]) -> list[str]:
-    """The stores the blob store backs up."""
-    return [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
+def early_s3_client(job: JobConfig) -> PendingS3Client | None:
+    """For a job whose stores are backed up to S3: its client, being made from now on (see
+    `PendingS3Client`); `ContainerState` takes it, whoever else started it discards it if not."""
+    settings = blob_store_settings(job)
+    if settings.s3_bucket and blob_backed_stores(job):
+        return PendingS3Client(settings)
+    return None
 
 
 def create_changelogs(job: JobConfig, partitions: int) -> None:
@@ -143,9 +148,11 @@ class ContainerState:
         write_versions: list[int],
         executor: Executor | None = None,
         clock: Callable[[], float] = time.monotonic,
+        s3_client: PendingS3Client | None = None,
     ) -> None:
         """`executor` runs the commits' async phases (default: a pool of commit threads); `clock` times
-        the commits' max delay (a test's virtual clock)."""
+        the commits' max delay (a test's virtual clock); `s3_client` is the blob store's, made since the
+        container's start (`early_s3_client`)."""
         self.job = job
         self._clock = clock
         self._checkpoints = checkpoints
@@ -173,8 +180,11 @@ class ContainerState:
                 on_upload=self._record_upload,
                 on_restore=self._record_restore,
                 tasks=len(model.tasks),
+                s3_client=s3_client,
             )
             backends[BLOBSTORE] = self._blob_factory
+        elif s3_client is not None:
+            s3_client.discard()
         tasks = [TaskStoresModel(t.name, changelog_partition(t)) for t in model.tasks]
         self.storage = ContainerStorage(
             job.job_key,
@@ -215,6 +225,9 @@ class ContainerState:
         self._registry = registry
         markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
         ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
+        if self._blob_factory is not None:
+            doc = "Time the start waited for its S3 client, made while the checkpoints were read"
+            registry.gauge(m.BLOB_CLIENT_WAIT_SECONDS, doc, {}).set(self._blob_factory.client_wait_s)
         timer = registry.timer(m.CONTAINER_RESTORE_SECONDS, "Time restoring stores at start", {})
         with timer.time():
             self.storage.restore(markers, ids, stop)

@@ -98,9 +98,9 @@ def check_exactly_once_sinks(job: JobConfig) -> None:
             )
 
 
-def blob_backed_stores(job: JobConfig) -> list[str]:
+def blob_backed_stores(job: JobConfig, specs: Mapping[str, StoreSpec] | None = None) -> list[str]:
     """The stores whose backups go to the blob store (`stores.<s>.backup.factories` naming it)."""
-    specs = store_specs(job.config)
+    specs = store_specs(job.config) if specs is None else specs
     return [s for s, spec in specs.items() if BLOBSTORE in store_backends(job.config, spec).backup]
 
 

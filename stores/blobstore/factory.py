@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from samsa.stores.backend import (
@@ -30,6 +32,59 @@ log = logging.getLogger(__name__)
 # I/O pools (which bound the requests in flight), never run I/O, so a thread per task costs little.
 _COMMIT_THREADS = 4
 _MAX_COMMIT_THREADS = 64
+
+
+class PendingS3Client:
+    """An S3 client being made on a thread of its own, from the start of a container: importing boto3 and
+    parsing botocore's models takes 100-250 ms of CPU, which would otherwise lie on the restore's path; the
+    container reads its checkpoints meanwhile (network waits, the GIL free)."""
+
+    def __init__(self, settings: BlobStoreSettings) -> None:
+        self._made: Future[Any] = Future()
+        self._lock = threading.Lock()
+        self._taken = False
+        self._discarded = False
+        self._closed = False
+        self._made.add_done_callback(self._close_unwanted)
+        threading.Thread(target=self._make, args=(settings,), name="s3-client", daemon=True).start()
+
+    def _make(self, settings: BlobStoreSettings) -> None:
+        try:
+            from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs
+
+            client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        except BaseException as exc:  # told to whoever takes it, where a client made in place would fail
+            self._made.set_exception(exc)
+        else:
+            self._made.set_result(client)
+
+    def take(self) -> tuple[Any, float]:
+        """The client (the taker closes it) and the seconds waited for it; its maker's error if it failed."""
+        t0 = time.monotonic()
+        client = self._made.result()
+        with self._lock:
+            if self._discarded:
+                raise BlobStoreError("the S3 client made at the container's start was already released")
+            self._taken = True
+        return client, time.monotonic() - t0
+
+    def discard(self) -> None:
+        """Not wanted after all (a start that failed or stopped early): closed once made. Idempotent; a
+        taken client is its taker's."""
+        with self._lock:
+            if self._taken:
+                return
+            self._discarded = True
+        if self._made.done():
+            self._close_unwanted(self._made)
+
+    def _close_unwanted(self, made: Future[Any]) -> None:
+        with self._lock:
+            # Once, whichever comes second of the discard and the client's making.
+            if not self._discarded or self._closed or made.exception() is not None:
+                return
+            self._closed = True
+        made.result().close()
 
 
 def open_blob_store(
@@ -116,7 +171,9 @@ class BlobStoreBackendFactory:
         on_upload: Callable[[UploadStats], None] | None = None,
         on_restore: Callable[[RestoreStats], None] | None = None,
         tasks: int = 1,
+        s3_client: PendingS3Client | None = None,
     ) -> None:
+        """`s3_client`: the client being made since the container's start (else made here, when needed)."""
         self.settings = settings
         self.stores = frozenset(stores)
         self._on_upload = on_upload
@@ -126,10 +183,17 @@ class BlobStoreBackendFactory:
         commit_threads = min(_MAX_COMMIT_THREADS, max(_COMMIT_THREADS, tasks))
         self._commit_pool = ThreadPoolExecutor(commit_threads, "blob-commit")
         self._s3_client = None
+        #: Seconds this start waited for the S3 client made since the container's start.
+        self.client_wait_s = 0.0
         if settings.s3_bucket and (backup_store is None or restore_store is None):
-            from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs
+            if s3_client is not None:
+                self._s3_client, self.client_wait_s = s3_client.take()
+            else:
+                from samsa.stores.blobstore.s3 import make_client  # boto3 loads only for S3 jobs
 
-            self._s3_client = make_client(settings.s3_endpoint_url, settings.s3_region)
+                self._s3_client = make_client(settings.s3_endpoint_url, settings.s3_region)
+        elif s3_client is not None:
+            s3_client.discard()
         #: Snapshot indexes the restore managers read, until the task's backup manager takes them.
         self._read_indexes: dict[str, SnapshotIndex] = {}
         self._backup_store = backup_store or open_blob_store(settings, self._upload_pool, self._s3_client)
