@@ -202,6 +202,14 @@ class ControlServer:
         """From now on every poll is answered STOP and fresh containers are refused (signal-handler safe)."""
         self._stop_requested = True
 
+    def resume(self) -> None:
+        """Undoes request_stop() once every container it stopped has ended: polls are answered ok and fresh
+        containers welcome again (a new job model's). Their reports are dropped; epochs go on counting."""
+        with self._cond:
+            self._stop_requested = False
+            self._reports.clear()
+            self._cond.notify_all()
+
     @property
     def stopping(self) -> bool:
         return self._stop_requested

@@ -13,18 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
+from samsa.deploy.partition_watch import PartitionWatch, restarts_on_change
 from samsa.deploy.restarts import CONFIG_ERROR_EXIT, NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
-from samsa.runtime.partition_monitor import (
-    Changes,
-    PartitionCountMonitor,
-    describe,
-    durable_stores,
-    monitor_interval_s,
-)
+from samsa.runtime.partition_monitor import Changes
 from samsa.runtime.run_lock import RunLock
 
 log = logging.getLogger(__name__)
@@ -129,13 +124,9 @@ class LocalSupervisor:
             changes = self._run_model(model)
             if not changes or self._stopping or self.failed:
                 return 2 if self.config_error else 1 if self.failed else 0
-            if not self._restartable(changes):
+            if not restarts_on_change(self.job, changes):
+                self.failed = True
                 return 1
-            log.info(
-                "job %s: its containers stopped with a final commit; restarting the job with a new job "
-                "model, so that the new partitions are read",
-                self.job.job_key,
-            )
 
     def _run_model(self, model: JobModel) -> Changes:
         """Runs the model's containers until all have finished, a stop, or an input's partition count
@@ -143,51 +134,18 @@ class LocalSupervisor:
         self._children = [_Child(c.id, RestartBudget(self.job.max_restarts)) for c in model.containers]
         for child in self._children:
             self._spawn(child)
-        interval = monitor_interval_s(self.job)
-        coordinator = JobCoordinator(self.job)
-        monitor = None
-        if interval is not None:
-            monitor = PartitionCountMonitor(model.partition_counts(), coordinator.partition_counts, interval)
-            monitor.start()
         changes: Changes = {}
-        try:
+        with PartitionWatch(self.job, model) as watch:
             while not self._stopping and not all(c.done for c in self._children):
-                if monitor is not None and monitor.changes:
-                    changes = dict(monitor.changes)
-                    log.warning(
-                        "input partition count changed while job %s runs: %s; the new partitions are in "
-                        "no task of its job model: stopping its containers (final commit)",
-                        self.job.job_key,
-                        describe(changes),
-                    )
+                changes = watch.changed()
+                if changes:
                     break
                 now = time.monotonic()
                 for child in self._children:
                     self._watch(child, now)
                 time.sleep(0.1)
-        finally:
-            if monitor is not None:
-                monitor.stop()
         self._stop_all()
         return changes
-
-    def _restartable(self, changes: Changes) -> bool:
-        """As Samza: a job with durable stores is not restarted on a new input partition count (its state
-        is kept per task, and the new count moves keys to other tasks); it stops, failed."""
-        stores = durable_stores(self.job)
-        if not stores:
-            return True
-        log.error(
-            "input partitions changed while job %s ran (%s), and the job has durable stores (%s): their "
-            "state is kept per task, and a new partition count moves keys to other tasks, so the job is "
-            "not restarted (Samza fails it too); its containers stopped with a final commit. See "
-            "docs/running.md (input partitions added) for how to go on with the new count",
-            self.job.job_key,
-            describe(changes),
-            ", ".join(stores),
-        )
-        self.failed = True
-        return False
 
     def _watch(self, child: _Child, now: float) -> None:
         if child.done:

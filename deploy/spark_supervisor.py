@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 
 from samsa.deploy.control import ControlServer, new_secret
 from samsa.deploy.exceptions import SparkError
+from samsa.deploy.local import unless_stopped
+from samsa.deploy.partition_watch import PartitionWatch, restarts_on_change
 from samsa.deploy.restarts import NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.deploy.spark import Spark, TaskPlace, default_master, spark_conf
 from samsa.deploy.spark_task import ContainerLaunch, ContainerOutcome, run_container
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
+from samsa.runtime.partition_monitor import Changes
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,10 @@ class SparkSupervisor:
         self.until_caught_up = until_caught_up
         self._spark = spark
         self._log_level = log_level
+        # `_stopping` ends the running job model's containers (a stop, a failure, a partition count
+        # change); `_stop_requested` is a stop of the job, which a restart with a new job model must not undo.
         self._stopping = False
+        self._stop_requested = False
         self._halt = threading.Event()
         self._secret = new_secret()
         self._slots: list[_Slot] = []
@@ -73,7 +79,8 @@ class SparkSupervisor:
         self.model: JobModel | None = None
 
     def stop(self) -> None:
-        """Graceful stop of every container (signal-handler safe: only sets a flag the driver loop reads)."""
+        """Graceful stop of every container (signal-handler safe: only sets flags the driver loop reads)."""
+        self._stop_requested = True
         self._stopping = True
 
     @property
@@ -81,7 +88,9 @@ class SparkSupervisor:
         return list(self._slots)
 
     def run(self) -> int:
-        """Runs until every container ended or a stop; returns an exit code (1: a container failed)."""
+        """Runs until every container ended or a stop; returns an exit code (1: a container failed, or an
+        input's partition count changed under a job with durable stores). On such a change a job without
+        them is restarted with a new job model, on the same SparkContext and control server."""
         self.model = model = JobCoordinator(self.job).prepare()
         master = self.job.spark_master or default_master(len(model.containers), self.job.spark_max_failures)
         conf = spark_conf(self.job)
@@ -96,32 +105,17 @@ class SparkSupervisor:
         try:
             spark.await_executors(1)
             spark.warm_up(min(len(model.containers), spark.slots()))
-            if spark.slots() < len(model.containers):
-                log.warning(
-                    "Spark offers %d task slot(s) for %d containers: the others wait for a slot; give the "
-                    "cluster more cores or set deploy.spark.master",
-                    spark.slots(),
-                    len(model.containers),
-                )
-            self._slots = [_Slot(c.id, RestartBudget(self.job.spark_max_restarts)) for c in model.containers]
-            for slot in self._slots:
-                slot.thread = threading.Thread(
-                    target=self._supervise,
-                    args=(spark, slot),
-                    name=f"container-{slot.container_id}",
-                    daemon=True,
-                )
-                slot.thread.start()
-            log.info(
-                "job %s on Spark (%s): %d container(s), control channel %s:%d",
-                self.job.job_key,
-                master,
-                len(self._slots),
-                *control.address,
-            )
-            while not self._stopping and any(s.thread and s.thread.is_alive() for s in self._slots):
-                time.sleep(0.1)
-            self._stop_all(spark)
+            while True:
+                changes = self._run_model(spark, model, master)
+                if not changes or self._stop_requested or self.failed:
+                    break
+                if not restarts_on_change(self.job, changes):
+                    self.failed = True
+                    break
+                next_model = self._next_model(control)
+                if next_model is None:
+                    break
+                self.model = model = next_model
         finally:
             # Whatever ends the driver (an error too): no container is started or restarted any more.
             self._stopping = True
@@ -130,6 +124,62 @@ class SparkSupervisor:
             if owned:
                 spark.stop()
         return 1 if self.failed else 0
+
+    def _next_model(self, control: ControlServer) -> JobModel | None:
+        """The new job model to restart with (published as at any start), its containers welcome on the
+        control server again; None when the job was stopped meanwhile."""
+        # Cleared before the stop request is read: a stop arriving after this still ends the next model.
+        self._stopping = False
+        self._halt.clear()
+        if self._stop_requested:
+            return None
+        log.info("preparing job %s: checking its topics, publishing its job model", self.job.job_key)
+        model = unless_stopped(JobCoordinator(self.job).prepare, lambda: self._stopping)
+        if model is not None:
+            control.resume()
+        return model
+
+    def _run_model(self, spark: Spark, model: JobModel, master: str) -> Changes:
+        """Runs the model's containers until all ended, a stop, or an input's partition count differs from
+        the model's: then the containers are stopped and the changed streams returned."""
+        assert self.control is not None
+        if spark.slots() < len(model.containers):
+            log.warning(
+                "Spark offers %d task slot(s) for %d containers: the others wait for a slot; give the "
+                "cluster more cores or set deploy.spark.master",
+                spark.slots(),
+                len(model.containers),
+            )
+        # Each container of a new job model asks again for the executor it last ran on, as at a restart.
+        places = {s.container_id: s.place for s in self._slots}
+        self._slots = [
+            _Slot(c.id, RestartBudget(self.job.spark_max_restarts), place=places.get(c.id))
+            for c in model.containers
+        ]
+        for slot in self._slots:
+            slot.thread = threading.Thread(
+                target=self._supervise,
+                args=(spark, slot),
+                name=f"container-{slot.container_id}",
+                daemon=True,
+            )
+            slot.thread.start()
+        log.info(
+            "job %s on Spark (%s): %d container(s), control channel %s:%d",
+            self.job.job_key,
+            master,
+            len(self._slots),
+            *self.control.address,
+        )
+        changes: Changes = {}
+        with PartitionWatch(self.job, model) as watch:
+            while not self._stopping and any(s.thread and s.thread.is_alive() for s in self._slots):
+                changes = watch.changed()
+                if changes:
+                    break
+                time.sleep(0.1)
+        self._stop_all(spark)
+        return changes
 
     def _launch(self, slot: _Slot) -> ContainerLaunch:
         assert self.control is not None and self.model is not None

@@ -194,6 +194,27 @@ def test_request_stop_stops_running_clients_and_refuses_fresh_ones(server, secre
     assert server.reports()["0"].state == "stopped"
 
 
+def test_resume_after_a_stop_welcomes_a_new_job_models_containers_with_the_next_epoch(
+    server, secret, clients
+):
+    old = make_client(server, secret, clients, "0")
+    assert old.connect(timeout_s=5) == 1
+    old.start(Status("running"), Stops())
+    server.request_stop()
+    assert server.wait_until(lambda r: r["0"].state == "stopping", 5)
+    old.close()
+
+    server.resume()
+    assert not server.stopping
+    assert server.reports() == {}, "the stopped model's reports are dropped"
+    new = make_client(server, secret, clients, "0")
+    assert new.connect(timeout_s=5) == 2
+    stops = Stops()
+    new.start(Status("running"), stops)
+    assert server.wait_until(lambda r: "0" in r and r["0"].state == "running" and r["0"].epoch == 2, 5)
+    assert not stops.event.wait(5 * INTERVAL), "a resumed server told the new container to stop"
+
+
 def test_wrong_secret_is_refused_and_the_server_keeps_serving(server, secret, clients):
     intruder = make_client(server, new_secret(), clients, "0")
     started = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from background import MINIMAL_JOB, Background, wait_for
 from count_job import WORDS, count_job, final_counts, run_cli
+from topic_growth import grow, produce_new
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.deploy.spark import Spark
@@ -23,8 +25,10 @@ from samsa.kafka import KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import client_config
+from samsa.streams import SystemStream
 
 SLOTS = 4
+MONITOR_KEY = "job.coordinator.monitor-partition-change.frequency.ms"
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +218,80 @@ def test_sigterm_on_the_driver_stops_every_container_with_a_final_commit(
     assert "asked it to stop" in text
     # task.commit.ms is a minute: only the stop's own commit can have checkpointed the inputs' ends.
     assert _checkpointed(job) == _ends(kafka_bootstrap, words, 2)
+
+
+def test_a_partition_added_while_the_job_runs_on_spark_is_read_after_the_driver_restarts_the_job(
+    spark, broker_bootstrap, job_config, topics, produce, read_topic, caplog: pytest.LogCaptureFixture
+):
+    inp, out = topics(2), topics(1)
+    config = job_config(
+        f"kafka.{inp}",
+        out,
+        **{
+            "job.container.count": "2",
+            "task.commit.ms": "500",
+            "systems.kafka.samza.offset.default": "upcoming",
+            MONITOR_KEY: "500",
+        },
+    )
+    supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
+    with caplog.at_level(logging.INFO, "samsa.deploy"):
+        run = Background(supervisor.run)
+        try:
+            wait_for(_running(supervisor, 2), 60, "two running containers")
+            produce(inp, [("k", "a"), ("k", "b")], partition=0)
+            wait_for(lambda: len(read_topic(out)) == 2, 60, "the first outputs")
+            grow(broker_bootstrap, inp, 3)
+            produce_new(broker_bootstrap, inp, ["new-0", "new-1", "new-2"], partition=2)
+            wait_for(lambda: len(read_topic(out)) == 5, 90, "the new partition's messages processed")
+        finally:
+            supervisor.stop()
+            run.join(60)
+    assert run.error is None and run.result == 0
+    assert f"kafka.{inp}: 2 -> 3 partitions" in caplog.text
+    assert "restarting the job with a new job model" in caplog.text
+    assert supervisor.model is not None
+    assert supervisor.model.partition_counts() == {SystemStream("kafka", inp): 3}
+    # The new model's containers are the second start of each on the same control server: the next epoch.
+    assert supervisor.control is not None
+    assert {c: r.epoch for c, r in supervisor.control.reports().items()} == {"0": 2, "1": 2}
+    # Stopped with a final commit, then restarted: nothing lost, nothing processed twice.
+    outputs = Counter((k.decode(), v.decode()) for _, _, k, v in read_topic(out))
+    assert outputs == Counter(
+        {("0:0", "a"): 1, ("0:1", "b"): 1, ("2:0", "new-0"): 1, ("2:1", "new-1"): 1, ("2:2", "new-2"): 1}
+    )
+
+
+def test_a_job_with_durable_stores_on_spark_stops_failed_when_an_input_grows(
+    spark, broker_bootstrap, job_config, topics, changelog, caplog: pytest.LogCaptureFixture
+):
+    inp, out = topics(2), topics(1)
+    config = job_config(
+        f"kafka.{inp}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            "stores.counts.factory": "inmemory",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "integer",
+            "stores.counts.changelog": f"kafka.{changelog}",
+            MONITOR_KEY: "500",
+        },
+    )
+    supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
+    with caplog.at_level(logging.INFO, "samsa.deploy"):
+        run = Background(supervisor.run)
+        try:
+            wait_for(_running(supervisor, 1), 60, "the container running")
+            grow(broker_bootstrap, inp, 3)
+            run.join(60)
+        finally:
+            supervisor.stop()
+            run.join(60)
+    assert run.error is None and run.result == 1
+    assert f"kafka.{inp}: 2 -> 3 partitions" in caplog.text
+    assert "durable stores (counts)" in caplog.text and "docs/running.md" in caplog.text
+    assert "restarting the job" not in caplog.text
+    # Its container stopped gracefully (final commit), once.
+    assert [s.starts for s in supervisor.slots] == [1]
+    assert supervisor.control is not None and supervisor.control.reports()["0"].state == "stopped"
