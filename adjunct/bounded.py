@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from samsa.adjunct.versioned import VersionedStore
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 from samsa.stores.factory import StoreSpec, open_engine
 
 END_OF_DATASET = "samsa.end.of.dataset"
@@ -52,6 +52,9 @@ class BoundedDatasetEngine(KeyValueStore[bytes, bytes]):
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return self._reader.all()
+
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        return self._reader.snapshot(from_key, to_key)
 
     def put(self, key: bytes, value: bytes | None) -> None:
         self.put_all([(key, value)])

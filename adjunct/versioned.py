@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore, LayeredSnapshot, ReplayedSnapshot
 from samsa.stores.checkpoint_dirs import fsync_dir, read_checked_json, write_checked_json
 from samsa.stores.exceptions import ReadOnlyStoreError, StoreClosedError, StoreError
 
@@ -294,6 +294,20 @@ class VersionedReader(KeyValueStore[bytes, bytes]):
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return self._pinned(lambda engine: engine.all())
 
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        """The range in the current sealed version; that version stays open until the snapshot is
+        closed (or garbage collected), as for an unfinished iterator."""
+        serving = self._serving
+        version = serving.pin()
+        if version is None:
+            return ReplayedSnapshot(iter(()), self.name, serving.check_open)
+        try:
+            below = version.engine.snapshot(from_key, to_key)
+        except BaseException:
+            serving.unpin(version)
+            raise
+        return LayeredSnapshot(below, iter, lambda: serving.unpin(version))
+
     def put(self, key: bytes, value: bytes | None) -> None:
         raise self._read_only()
 
@@ -364,6 +378,10 @@ class _Serving:
             if version is not None:
                 version.pins += 1
             return version
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(self._name)
 
     def unpin(self, version: _Version) -> None:
         with self._lock:

@@ -21,9 +21,9 @@ shorter commit intervals at the sources (`task.commit.ms`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore, LayeredSnapshot
 from samsa.stores.exceptions import StoreClosedError
 
 _ABSENT = object()
@@ -33,8 +33,8 @@ class OverlayStore(KeyValueStore[bytes, bytes]):
     """A bytes store whose writes stay in memory until `commit()` (module docstring).
 
     Iterators see the overlay as of the call that created them and the store below with that store's
-    own guarantee. `flush()` flushes the store below and does not commit the overlay. `close()` drops
-    uncommitted writes, as a crash would, and closes the store below.
+    own guarantee; a snapshot sees both as of its call. `flush()` flushes the store below and does not
+    commit the overlay. `close()` drops uncommitted writes, as a crash would, and closes the store below.
     """
 
     def __init__(self, inner: KeyValueStore[bytes, bytes]) -> None:
@@ -73,13 +73,21 @@ class OverlayStore(KeyValueStore[bytes, bytes]):
         self._check_open()
         if from_key >= to_key:
             return iter(())
-        keys = self._sorted_keys()
-        mine = keys[bisect_left(keys, from_key) : bisect_left(keys, to_key)]
-        return self._merge(self.inner.range(from_key, to_key), mine)
+        return self._merged(
+            self.inner.range(from_key, to_key), self._mine(from_key, to_key), self._check_open
+        )
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         self._check_open()
-        return self._merge(self.inner.all(), self._sorted_keys())
+        return self._merged(self.inner.all(), self._mine(None, None), self._check_open)
+
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        """The overlay's entries of the range as of now, merged into each walk of the snapshot below."""
+        self._check_open()
+        mine = self._mine(from_key, to_key) if from_key < to_key else []
+        below = self.inner.snapshot(from_key, to_key)
+        # Checks the snapshot below, not this overlay: a gate's held overlay is dropped, not closed.
+        return LayeredSnapshot(below, lambda entries: self._merged(entries, mine, below.check_open))
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -166,22 +174,26 @@ class OverlayStore(KeyValueStore[bytes, bytes]):
             keys = self._sorted = sorted(self._pending)
         return keys
 
-    def _merge(
-        self, below: Iterator[tuple[bytes, bytes]], keys: list[bytes]
-    ) -> Iterator[tuple[bytes, bytes]]:
-        # Values of the overlay are taken now, so the iterator sees the overlay as of this call.
+    def _mine(self, from_key: bytes | None, to_key: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        """The overlay's entries (None: a tombstone) with `from_key <= key < to_key` (None: unbounded)."""
+        # Values of the overlay are taken now, so an iterator sees the overlay as of the call making it.
+        keys = self._sorted_keys()
+        start = 0 if from_key is None else bisect_left(keys, from_key)
+        stop = len(keys) if to_key is None else bisect_left(keys, to_key)
         pending = self._pending
-        mine = [(key, pending[key]) for key in keys]
-        return self._merged(below, mine)
+        return [(key, pending[key]) for key in keys[start:stop]]
 
     def _merged(
-        self, below: Iterator[tuple[bytes, bytes]], mine: list[tuple[bytes, bytes | None]]
+        self,
+        below: Iterator[tuple[bytes, bytes]],
+        mine: list[tuple[bytes, bytes | None]],
+        check_open: Callable[[], None],
     ) -> Iterator[tuple[bytes, bytes]]:
+        """`below` with `mine` merged in; `check_open` raises once the store is closed."""
         i, n = 0, len(mine)
         for key, value in below:
             while i < n and mine[i][0] < key:
-                if self._closed:
-                    raise StoreClosedError(self.name)
+                check_open()
                 own_key, own_value = mine[i]
                 i += 1
                 if own_value is not None:
@@ -194,8 +206,7 @@ class OverlayStore(KeyValueStore[bytes, bytes]):
                 continue
             yield key, value
         while i < n:
-            if self._closed:
-                raise StoreClosedError(self.name)
+            check_open()
             own_key, own_value = mine[i]
             i += 1
             if own_value is not None:

@@ -1,9 +1,12 @@
 """The key-value store interface every engine and layer implements."""
 
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
+
+from samsa.stores.exceptions import SnapshotClosedError
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -26,6 +29,9 @@ class KeyValueStore(ABC, Generic[K, V]):
       in-memory engine documents its weaker guarantee), so writing to the store while iterating is safe.
       Abandoning an iterator midway is safe: its resources go with it. Closing the store ends its live
       iterators; using one afterwards raises `StoreClosedError`.
+    - `snapshot(from_key, to_key)` is the range as of the call, walked again by each of its `iterator()`s
+      whatever is written meanwhile (stronger than the in-memory engine's `range`); a caching layer
+      writes its dirty entries below first, so the snapshot holds the task's own writes.
     - Any use after `close()` raises `StoreClosedError`; `close()` itself is idempotent.
     - A store is used from one thread at a time (the task's); engines document any exception.
     """
@@ -73,6 +79,13 @@ class KeyValueStore(ABC, Generic[K, V]):
     def all(self) -> Iterator[tuple[K, V]]:
         """Every entry, ascending by serialized key."""
 
+    def snapshot(self, from_key: K, to_key: K) -> "KeyValueSnapshot[K, V]":
+        """The entries of `range(from_key, to_key)` as of this call, to walk any number of times (Samza's
+        `snapshot`); close it when done."""
+        # A copy of the range taken now is right for any store, whatever its iterators guarantee; the
+        # engines and layers override this to avoid the copy and to end their snapshots when they close.
+        return ReplayedSnapshot(iter(list(self.range(from_key, to_key))), self.name, _always_open)
+
     @abstractmethod
     def flush(self) -> None:
         """Make buffered writes durable in the engine (called by the commit before a checkpoint)."""
@@ -91,3 +104,126 @@ class KeyValueStore(ABC, Generic[K, V]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class KeyValueSnapshot(ABC, Generic[K, V]):
+    """Samza's `KeyValueSnapshot`: one range of a store as of `KeyValueStore.snapshot`.
+
+    Every `iterator()` walks the same entries ascending by serialized key, whatever was written to the
+    store since. `close()` releases it; using it afterwards, or after its store closed, raises
+    `StoreClosedError`. Used from one thread at a time, like its store.
+    """
+
+    @abstractmethod
+    def iterator(self) -> Iterator[tuple[K, V]]:
+        """The snapshot's entries, from the first; may be called again, also while another walk runs."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the snapshot (and what it kept); later use raises `StoreClosedError`. Idempotent."""
+
+    @abstractmethod
+    def check_open(self) -> None:
+        """Raise `StoreClosedError` if the snapshot or its store is closed (for layers' walks)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ReplayedSnapshot(KeyValueSnapshot[K, V]):
+    """A snapshot read from one iterator opened at the snapshot call; what it gave is kept and replayed.
+
+    `entries` must yield the state of its creation whatever is written later: a RocksDB iterator does
+    (it pins the database's state), a list copied at the call does. rocksdict's own `Snapshot` does not
+    serve here: it reads at the snapshot by key, but iterates the live database. `entries` is read
+    lazily, only as far as the furthest walk so far, and each entry read stays in memory until `close()`
+    (a snapshot walked halfway costs that half). `store_open` raises `StoreClosedError` once the store is
+    closed; it runs at each `iterator()` and each entry, so closing the store ends the snapshot.
+    """
+
+    def __init__(self, entries: Iterator[tuple[K, V]], store: str, store_open: Callable[[], object]) -> None:
+        self._entries: Iterator[tuple[K, V]] | None = entries
+        self._read: list[tuple[K, V]] = []
+        self._store = store
+        self._store_open = store_open
+        self._closed = False
+
+    def iterator(self) -> Iterator[tuple[K, V]]:
+        self.check_open()
+        return self._walk()
+
+    def close(self) -> None:
+        self._closed = True
+        self._read = []
+        entries, self._entries = self._entries, None
+        close = getattr(entries, "close", None)  # an engine iterator releases its native one now
+        if close is not None:
+            close()
+
+    def _walk(self) -> Iterator[tuple[K, V]]:
+        position = 0
+        while True:
+            self.check_open()
+            read = self._read
+            if position == len(read):  # past what earlier walks read: read on
+                entries = self._entries
+                if entries is None:
+                    return
+                entry = next(entries, None)
+                if entry is None:
+                    self._entries = None
+                    return
+                read.append(entry)
+            yield read[position]
+            position += 1
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise SnapshotClosedError(self._store)
+        self._store_open()
+
+
+class LayeredSnapshot(KeyValueSnapshot[K, V]):
+    """A layer's view of the snapshot of the store below: each walk of it goes through `walk`.
+
+    `walk` maps a walk of `inner` to this layer's entries (deserializing, merging entries the layer
+    holds): done again at each `iterator()`, so what the layer adds costs no memory per entry, and each
+    walk gets fresh objects. A walk yielding entries of its own calls `inner.check_open()` before each,
+    so that it too ends with the store. `release` (if given) runs once, at `close()` or when the snapshot is
+    garbage collected.
+    """
+
+    def __init__(
+        self,
+        inner: KeyValueSnapshot[Any, Any],
+        walk: Callable[[Iterator[tuple[Any, Any]]], Iterator[tuple[K, V]]],
+        release: Callable[[], object] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._walk = walk
+        self._release = None if release is None else weakref.finalize(self, release)
+
+    def iterator(self) -> Iterator[tuple[K, V]]:
+        return self._walk(self._inner.iterator())
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            if self._release is not None:
+                self._release()
+
+    def check_open(self) -> None:
+        self._inner.check_open()
+
+
+def _always_open() -> None:
+    """What a store that does not say when it is closed gives its snapshots (see `snapshot`)."""

@@ -2,10 +2,11 @@
 
 Samza's CachedStore, with its defaults: `stores.<s>.object.cache.size` objects (1000), dirty entries
 written below every `stores.<s>.write.batch.size` writes (500), on eviction of a dirty entry, before a
-range scan, and on `flush()` (which every commit does before it writes the checkpoint). A value read from
-the cache is the object that was put: mutate it only through `put`, as in Samza. Entries are kept per
-serialized key (`samsa.stores.cache_keys`): with the built-in key serdes a hit costs no serialization; with
-any other key serde (Avro, a user's) every call serializes the key, the only identity safe for it.
+range scan or a snapshot, and on `flush()` (which every commit does before it writes the checkpoint). A
+value read from the cache is the object that was put: mutate it only through `put`, as in Samza. Entries
+are kept per serialized key (`samsa.stores.cache_keys`): with the built-in key serdes a hit costs no
+serialization; with any other key serde (Avro, a user's) every call serializes the key, the only
+identity safe for it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
-from samsa.stores.api import K, KeyValueStore, V
+from samsa.stores.api import K, KeyValueSnapshot, KeyValueStore, V
 from samsa.stores.cache_keys import key_identity
 from samsa.stores.exceptions import StoreClosedError, StoreConfigError
 from samsa.stores.serialized import SerializedStore
@@ -131,6 +132,10 @@ class CachedStore(KeyValueStore[K, V]):
     def all(self) -> Iterator[tuple[K, V]]:
         self._write_dirty()
         return self.inner.all()
+
+    def snapshot(self, from_key: K, to_key: K) -> KeyValueSnapshot[K, V]:
+        self._write_dirty()  # Samza's too: the snapshot then holds the task's own writes
+        return self.inner.snapshot(from_key, to_key)
 
     def flush(self) -> None:
         self._write_dirty()

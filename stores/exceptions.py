@@ -33,6 +33,18 @@ class StoreClosedError(StoreError):
         )
 
 
+class SnapshotClosedError(StoreClosedError):
+    """A store's snapshot was used after its own `close()`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        StoreError.__init__(
+            self,
+            f"a snapshot of store {name!r} was used after its close(); take a new one with "
+            "store.snapshot(from, to), or close it only once done with it",
+        )
+
+
 class StoreConfigError(StoreError, InvalidConfigError):
     """A `stores.*` configuration value is missing or malformed."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 
 
 class Send(Protocol):
@@ -61,6 +61,9 @@ class LoggedStore(KeyValueStore[bytes, bytes]):
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return self.inner.all()
+
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        return self.inner.snapshot(from_key, to_key)
 
     def flush(self) -> None:
         # The producer is flushed by the commit before this (Samza's order), not per store.

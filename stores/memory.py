@@ -4,7 +4,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore, ReplayedSnapshot
 from samsa.stores.exceptions import StoreClosedError
 
 
@@ -15,6 +15,8 @@ class InMemoryStore(KeyValueStore[bytes, bytes]):
     Iterators are weaker than RocksDB snapshots: they walk the *keys* present when `range`/`all` was
     called and read each value when reached, so a value updated meanwhile shows its new value and a key
     deleted meanwhile is skipped; keys added meanwhile are not seen. Writing while iterating is safe.
+    `snapshot()` is stronger, a true snapshot: it copies the range's entries at the call (the values are
+    shared, so one small tuple per entry).
     """
 
     def __init__(self, name: str = "inmemory") -> None:
@@ -61,14 +63,21 @@ class InMemoryStore(KeyValueStore[bytes, bytes]):
         keys = self._sorted_keys()
         return self._entries(keys, 0, len(keys))
 
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        # Copied now: the range's iterator reads values when reached, so it would see later writes.
+        return ReplayedSnapshot(iter(list(self.range(from_key, to_key))), self.name, self._check_open)
+
     def flush(self) -> None:
-        if self._closed:
-            raise StoreClosedError(self.name)
+        self._check_open()
 
     def close(self) -> None:
         self._closed = True
         self._data = {}
         self._sorted = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(self.name)
 
     def _sorted_keys(self) -> list[bytes]:
         if self._closed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Generic, TypeVar
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 from samsa.stores.exceptions import ReadOnlyStoreError
 
 K = TypeVar("K")
@@ -31,6 +31,9 @@ class ReadOnlyStore(KeyValueStore[K, V], Generic[K, V]):
 
     def all(self) -> Iterator[tuple[K, V]]:
         return self._inner.all()
+
+    def snapshot(self, from_key: K, to_key: K) -> KeyValueSnapshot[K, V]:
+        return self._inner.snapshot(from_key, to_key)
 
     def put(self, key: K, value: V | None) -> None:
         raise ReadOnlyStoreError(self.name, self._fed_by)

@@ -21,7 +21,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore, ReplayedSnapshot
 from samsa.stores.exceptions import StoreClosedError, StoreError
 from samsa.stores.rocksdb_options import RocksDbMemory, RocksDbOptions
 
@@ -119,7 +119,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
     """A RocksDB database at `path` holding raw bytes keys and values.
 
     Writes go through the write-ahead log, so a crash loses nothing `put` returned for; `flush()` moves
-    memtables into SST files. Iterators read a consistent snapshot taken when `range`/`all` is called.
+    memtables into SST files. Iterators read a consistent snapshot taken when `range`/`all` is called; a
+    `snapshot()` is one such iterator that keeps the entries it reads until it is closed.
     `checkpoint()` may run on another thread while this one writes (RocksDB allows it); everything else
     expects the single task thread. Block caches and memtable memory come from `memory` (default: the
     container's pool, `container_memory()`).
@@ -197,6 +198,11 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return self._track(_RocksIterator(self._open_db().items(), None, self.name))
+
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        # One RocksDB iterator opened now pins the state of this call; the snapshot keeps what it reads
+        # so that later walks replay it (rocksdict's Snapshot iterates the live database, not itself).
+        return ReplayedSnapshot(self.range(from_key, to_key), self.name, self._open_db)
 
     def flush(self) -> None:
         """Flush memtables to SST files and wait for it."""

@@ -4,7 +4,7 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes, value_check
-from samsa.stores.api import K, KeyValueStore, V
+from samsa.stores.api import K, KeyValueSnapshot, KeyValueStore, LayeredSnapshot, V
 
 T = TypeVar("T")
 
@@ -140,6 +140,10 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def all(self) -> Iterator[tuple[K, V]]:
         return self._decoded(self.inner.all())
+
+    def snapshot(self, from_key: K, to_key: K) -> KeyValueSnapshot[K, V]:
+        inner = self.inner.snapshot(self._key_bytes(from_key), self._key_bytes(to_key))
+        return LayeredSnapshot(inner, self._decoded)
 
     def flush(self) -> None:
         self.inner.flush()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from samsa.exactly_once.overlay import OverlayStore
-from samsa.stores.api import KeyValueStore
+from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 
 
 class SnapshotGate(KeyValueStore[bytes, bytes]):
@@ -82,6 +82,9 @@ class SnapshotGate(KeyValueStore[bytes, bytes]):
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return self._settle().all()
+
+    def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
+        return self._settle().snapshot(from_key, to_key)
 
     def put(self, key: bytes, value: bytes | None) -> None:
         self._settle().put(key, value)

@@ -1,5 +1,6 @@
 """Engine fixtures: every shared-behaviour test runs on real RocksDB and on the in-memory engine."""
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -8,6 +9,9 @@ import pytest
 from samsa.stores.api import KeyValueStore
 from samsa.stores.memory import InMemoryStore
 from samsa.stores.rocksdb import RocksDbStore
+
+# The shared helpers (changelog_sends), also when tests/stores runs alone.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 EngineFactory = Callable[[], KeyValueStore[bytes, bytes]]
 
