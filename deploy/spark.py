@@ -252,11 +252,21 @@ _PROGRESS_POLL_S = 0.2
 
 
 def batch_spark(job: JobConfig, app_name: str) -> Spark:
-    """A Spark for a batch job of `job`: `deploy.spark.master` (default `local[*]`: every core of this
-    machine) and the `deploy.spark.conf.*` keys."""
-    # Spark may retry a batch task (the containers' no-retry default is for long-running ones).
-    conf = {**spark_conf(job), "spark.task.maxFailures": job.spark_conf.get("spark.task.maxFailures", "4")}
-    return Spark(app_name, job.spark_master or "local[*]", conf)
+    """A Spark for a batch job of `job`: `batch_master(job)` and the `deploy.spark.conf.*` keys."""
+    conf = {**spark_conf(job), "spark.task.maxFailures": str(batch_attempts(job))}
+    return Spark(app_name, batch_master(job), conf)
+
+
+def batch_attempts(job: JobConfig) -> int:
+    """Spark's attempts per batch task: the job's `spark.task.maxFailures`, else 4 (Spark's own default).
+    Spark may retry a batch task; the containers' no-retry default is for long-running ones."""
+    return job.spark_max_failures if "spark.task.maxFailures" in job.spark_conf else 4
+
+
+def batch_master(job: JobConfig) -> str:
+    """`deploy.spark.master`, else `local[*,<attempts>]`: every core of this machine, and the attempts in
+    the master, the only place local mode reads them (it ignores `spark.task.maxFailures`)."""
+    return job.spark_master or f"local[*,{batch_attempts(job)}]"
 
 
 def run_bootstrap(

@@ -12,7 +12,14 @@ from samsa.deploy import spark as spark_module
 from samsa.deploy import spark_supervisor
 from samsa.deploy.exceptions import SparkMissingError
 from samsa.deploy.restarts import RestartBudget
-from samsa.deploy.spark import TaskPlace, default_master, require_pyspark, spark_conf
+from samsa.deploy.spark import (
+    TaskPlace,
+    batch_attempts,
+    batch_master,
+    default_master,
+    require_pyspark,
+    spark_conf,
+)
 from samsa.deploy.spark_supervisor import driver_host
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
@@ -132,3 +139,13 @@ def test_the_restart_budget_backs_off_and_runs_out_within_its_window():
     # Ten minutes later the old crashes no longer count.
     assert budget.next_delay(700) == 0.5
     assert RestartBudget(0).next_delay(0) is None
+
+
+def test_a_batch_job_on_local_spark_gets_its_task_attempts_through_the_master():
+    # Local mode ignores spark.task.maxFailures: only the master's second number retries a failed task.
+    assert batch_master(JobConfig(Config(MINIMAL_JOB))) == "local[*,4]"
+    retries = {**MINIMAL_JOB, "deploy.spark.conf.spark.task.maxFailures": "2"}
+    assert batch_master(JobConfig(Config(retries))) == "local[*,2]"
+    assert batch_attempts(JobConfig(Config(retries))) == 2
+    cluster = {**retries, "deploy.spark.master": "spark://head:7077"}
+    assert batch_master(JobConfig(Config(cluster))) == "spark://head:7077"
