@@ -460,7 +460,7 @@ class _TaskStates:
 
     def __enter__(self) -> _TaskStates:
         from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
-        from samsa.runtime.job_model import ContainerModel
+        from samsa.runtime.job_model import ContainerModel, input_counts
         from samsa.runtime.metrics import MetricsRegistry
         from samsa.runtime.state import ContainerState, changelog_system, changelogs
 
@@ -474,7 +474,9 @@ class _TaskStates:
             write_versions, read_versions = checkpoint_versions(job.config)
             manager = checkpoint_manager(job, checkpoint_producer, read_versions)
             self.checkpoints = manager.read_last()
-            model = ContainerModel("bootstrap", tuple(self._tasks.values()))
+            # Every task of the job model: the snapshots record the model's input partition counts.
+            tasks = tuple(self._tasks.values())
+            model = ContainerModel("bootstrap", tasks, input_counts(tasks))
             self.state = ContainerState(
                 job, model, SerdeRegistry(job.config), producers, manager, write_versions
             )

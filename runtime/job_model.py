@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from samsa.runtime.exceptions import JobModelError
 from samsa.streams import SystemStream, SystemStreamPartition
@@ -27,6 +27,10 @@ class ContainerModel:
 
     id: str
     tasks: tuple[TaskModel, ...]
+    #: Partition count of every input of the whole job model (`JobModel.partition_counts`; the job model
+    #: holding the container fills it in, empty when unknown): keyed state is placed by these counts, and
+    #: a container sees only its own tasks. Not part of the model's identity (derived from all tasks).
+    input_counts: Mapping[SystemStream, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,12 @@ class JobModel:
 
     fingerprint: str
     containers: tuple[ContainerModel, ...]
+
+    def __post_init__(self) -> None:
+        # Every container carries the counts of the whole model: its state is placed by them.
+        counts = self.partition_counts()
+        containers = tuple(replace(c, input_counts=counts) for c in self.containers)
+        object.__setattr__(self, "containers", containers)
 
     def container(self, container_id: str) -> ContainerModel:
         for c in self.containers:
@@ -50,11 +60,7 @@ class JobModel:
     def partition_counts(self) -> dict[SystemStream, int]:
         """Partition count of every input the model was built from (each of its partitions is in a task,
         grouped or broadcast)."""
-        counts: dict[SystemStream, int] = {}
-        for task in self.tasks:
-            for ssp in task.partitions:
-                counts[ssp.system_stream] = max(counts.get(ssp.system_stream, 0), ssp.partition + 1)
-        return counts
+        return input_counts(self.tasks)
 
     def to_json(self) -> bytes:
         data = {
@@ -96,6 +102,26 @@ class JobModel:
             raise JobModelError(
                 f"the stored job model is unreadable ({e}); restart the job to rewrite it"
             ) from e
+
+
+def input_counts(tasks: Iterable[TaskModel]) -> dict[SystemStream, int]:
+    """Partition count of every input of `tasks`, all the tasks of a job model."""
+    counts: dict[SystemStream, int] = {}
+    for task in tasks:
+        for ssp in task.partitions:
+            counts[ssp.system_stream] = max(counts.get(ssp.system_stream, 0), ssp.partition + 1)
+    return counts
+
+
+def grouped_counts(
+    counts: Mapping[SystemStream, int], broadcast: Collection[SystemStreamPartition]
+) -> dict[SystemStream, int]:
+    """The `counts` of the inputs grouped into tasks: those with a partition not in `broadcast` (every task
+    reads a broadcast partition: none of its keys belongs to one task)."""
+    skip = set(broadcast)
+    return {
+        ss: n for ss, n in counts.items() if any(SystemStreamPartition(*ss, p) not in skip for p in range(n))
+    }
 
 
 def task_name(partition: int) -> str:

@@ -20,7 +20,7 @@ from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
-from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel
+from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel, grouped_counts
 from samsa.runtime.validation import blob_backed_stores
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import Markers, StateBackendFactory
@@ -51,6 +51,14 @@ def changelog_partitions(model: JobModel) -> int:
     """How many partitions the job's changelogs need: one past the highest task partition number (a number
     only broadcast partitions have gets no task, so the numbers may have gaps)."""
     return max((changelog_partition(t) for t in model.tasks), default=-1) + 1
+
+
+def input_partitions(job: JobConfig, model: ContainerModel) -> dict[str, int] | None:
+    """`system.stream` -> partition count of each input grouped into the job's tasks, in the job model of
+    the container (None: a container model no job model filled in)."""
+    if not model.input_counts:
+        return None
+    return {str(ss): n for ss, n in grouped_counts(model.input_counts, job.broadcast).items()}
 
 
 def changelogs(job: JobConfig, specs: Mapping[str, StoreSpec]) -> dict[str, SystemStream]:
@@ -208,6 +216,7 @@ class ContainerState:
                 for store in job.adjunct_inputs
                 if job.config.value(f"stores.{store}.adstore.versioned")
             },
+            input_partitions(job, model),
         )
         if job.exactly_once:
             self.storage.use_exactly_once()

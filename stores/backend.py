@@ -119,6 +119,10 @@ class TaskStoresContext:
     #: changelog (newly added, or not written for a while) the changelog backend makes complete again: it
     #: takes the restored local checkpoint dir over, like a tail, and writes the whole store to the changelog.
     seeded: frozenset[str] = frozenset()
+    #: `system.stream` -> partition count of each input grouped into the job's tasks, in the job model the
+    #: container runs (a key's task follows from them): a backend that keeps state per task records them
+    #: with it and refuses a restore under other counts. None: unknown (no job model), nothing checked.
+    input_partitions: Mapping[str, int] | None = None
 
 
 class StateBackendFactory(Protocol):

@@ -193,7 +193,9 @@ class ContainerStorage:
         read_only: Mapping[str, str] | None = None,
         shared: Mapping[str, str] | None = None,
         engines: Mapping[str, EngineFactory] | None = None,
+        input_partitions: Mapping[str, int] | None = None,
     ) -> None:
+        """`input_partitions`: the job model's counts of its grouped inputs (`TaskStoresContext`)."""
         self.job_key = job_key
         #: Stores the system writes and tasks only read (adjunct stores) -> what feeds them. They are not
         #: wiped at start: their keeper decides what to keep.
@@ -214,6 +216,7 @@ class ContainerStorage:
         self._non_logged_dir = non_logged_dir
         self._send = changelog_send
         self._parallelism = parallelism
+        self._input_partitions = dict(input_partitions) if input_partitions is not None else None
         self.contexts = {t.name: self._context(t) for t in tasks}
 
     def _context(self, task: TaskStoresModel) -> TaskStoresContext:
@@ -227,6 +230,7 @@ class ContainerStorage:
             task.changelog_partition,
             dirs,
             {name: spec.config for name, spec in self.specs.items()},
+            input_partitions=self._input_partitions,
         )
 
     def use_exactly_once(self) -> None:
@@ -351,6 +355,7 @@ class ContainerStorage:
             context.restored_from,
             context.exactly_once,
             seeded=frozenset(stores) if seed else frozenset(),
+            input_partitions=context.input_partitions,
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))

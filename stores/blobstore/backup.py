@@ -155,7 +155,14 @@ class BlobStoreBackupManager:
             )
             base = self.base(store)
             dir_index = self._transfer.put_dir(diff, local, base)
-            meta = SnapshotMetadata(checkpoint_id, self._job[0], self._job[1], self.context.task_name, store)
+            counts = self.context.input_partitions
+            meta = SnapshotMetadata(
+                checkpoint_id,
+                *self._job,
+                self.context.task_name,
+                store,
+                dict(counts) if counts is not None else None,
+            )
             index = SnapshotIndex(
                 int(self._clock() * 1000), meta, dir_index, previous.blob_id if previous else None
             )

@@ -1,5 +1,8 @@
 """Errors of the blob-store backend: missing, corrupt or unsafe blobs and indexes, and failed transfers."""
 
+from collections.abc import Mapping
+
+from samsa.exceptions import InvalidConfigError
 from samsa.stores.exceptions import StoreError
 
 
@@ -33,6 +36,34 @@ class IndexFormatError(BlobStoreError):
 
 class UnsafeIndexError(BlobStoreError):
     """A snapshot index names a file or dir that would be written outside the store dir (or a link)."""
+
+
+class InputPartitionsChangedError(BlobStoreError, InvalidConfigError):
+    """A store's snapshot was taken under other partition counts of the job's grouped inputs: keys have
+    moved to other tasks since, so its state is in the wrong task. Not a `SNAPSHOT_UNUSABLE` snapshot (a
+    changelog holds the same wrong state), and a restart meets it again: a config-like error."""
+
+    def __init__(
+        self, store: str, task: str, checkpoint_id: str, changes: Mapping[str, tuple[int, int]]
+    ) -> None:
+        self.store = store
+        self.task = task
+        #: `system.stream` -> (its partition count at the snapshot, its count in the job model now).
+        self.changes = dict(changes)
+        listed = ", ".join(
+            f"{stream}: {was} -> {now} partitions" for stream, (was, now) in self.changes.items()
+        )
+        super().__init__(
+            f"store {store!r} of task {task!r}: its blob-store snapshot (checkpoint {checkpoint_id}) was "
+            f"taken when the job's inputs had other partition counts ({listed}, snapshot -> now). A key's "
+            "task follows from them, so the state of each key would stay in a task its messages no longer "
+            "reach: the start is refused, the store left untouched. To go on, either keep the inputs' "
+            "partition counts (a new topic with the old count, producers moved to it), or start the state "
+            "over for the new count: run the job with a new job.id (no checkpoints, no state; inputs start "
+            "at samza.offset.default; a store with a changelog needs its changelog topic deleted too), "
+            "filling the store first with `samsa state bootstrap` under that job.id if a dataset holds its "
+            "state (docs/state-bootstrap.md). See docs/running.md (input partitions added)"
+        )
 
 
 SNAPSHOT_UNUSABLE: tuple[type[BlobStoreError], ...] = (

@@ -4,7 +4,8 @@ A `SnapshotIndex` is necessary and sufficient to rebuild a store dir: its `DirIn
 present (with its blobs, size, times, permission bits and CRC32C) and what the previous snapshot had that
 this one dropped (`*_removed`: deleted from the blob store once this snapshot's checkpoint is durable).
 Serialized as JSON with an explicit `schema-version`; unknown fields are ignored (forward compatible), an
-unknown version is an `IndexFormatError`.
+unknown version is an `IndexFormatError`. The metadata records the partition counts of the job's grouped
+inputs at the snapshot (optional: an index written before they were recorded has none).
 """
 
 from __future__ import annotations
@@ -102,13 +103,16 @@ class DirIndex:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotMetadata:
-    """Which store of which task of which job, at which commit."""
+    """Which store of which task of which job, at which commit, under which input partition counts."""
 
     checkpoint_id: str
     job_name: str
     job_id: str
     task_name: str
     store_name: str
+    #: `system.stream` -> partition count of each input grouped into the job's tasks when the snapshot was
+    #: taken (a key's task follows from them); None: not recorded (an index written by an older Samsa).
+    input_partitions: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,16 +126,20 @@ class SnapshotIndex:
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def to_bytes(self) -> bytes:
+        meta: dict[str, Any] = {
+            "checkpoint-id": self.metadata.checkpoint_id,
+            "job-name": self.metadata.job_name,
+            "job-id": self.metadata.job_id,
+            "task-name": self.metadata.task_name,
+            "store-name": self.metadata.store_name,
+        }
+        if self.metadata.input_partitions is not None:
+            # An optional field, not a new schema version: an older Samsa reading this index ignores it.
+            meta["input-partition-counts"] = dict(sorted(self.metadata.input_partitions.items()))
         document = {
             "schema-version": self.schema_version,
             "creation-time-millis": self.creation_time_ms,
-            "snapshot-metadata": {
-                "checkpoint-id": self.metadata.checkpoint_id,
-                "job-name": self.metadata.job_name,
-                "job-id": self.metadata.job_id,
-                "task-name": self.metadata.task_name,
-                "store-name": self.metadata.store_name,
-            },
+            "snapshot-metadata": meta,
             "dir-index": _dir_to_json(self.dir_index),
             "prev-snapshot-index-blob-id": self.prev_index_blob_id,
         }
@@ -163,6 +171,7 @@ class SnapshotIndex:
                     str(meta["job-id"]),
                     str(meta["task-name"]),
                     str(meta["store-name"]),
+                    _input_partitions(meta.get("input-partition-counts")),
                 ),
                 dir_index=_dir_from_json(document["dir-index"], root=True),
                 prev_index_blob_id=_optional_str(document.get("prev-snapshot-index-blob-id")),
@@ -176,6 +185,15 @@ class SnapshotIndex:
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _input_partitions(value: Any) -> dict[str, int] | None:
+    # Absent from an index written before the counts were recorded: accepted as before, unchecked.
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"'input-partition-counts' is not an object: {value!r}")
+    return {str(stream): int(count) for stream, count in value.items()}
 
 
 def _file_to_json(f: FileIndex) -> dict[str, Any]:

@@ -6,7 +6,8 @@ delete every local checkpoint dir of the store and download the snapshot's files
 staging dir, verified, then renamed to be the live dir. A reused dir gets a fresh marker file and the live
 dir is rebuilt from it (hard links). When the store's changelog tail is replayed next, the snapshot is left
 as a local checkpoint dir with a marker recording the checkpoint's markers instead: the changelog restore
-takes it over as a local checkpoint matching its checkpoint.
+takes it over as a local checkpoint matching its checkpoint. A snapshot taken under other partition counts
+of the job's grouped inputs (its keys now belong to other tasks) is refused before the store is touched.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.diff import same_dir
-from samsa.stores.blobstore.exceptions import IndexFormatError
+from samsa.stores.blobstore.exceptions import IndexFormatError, InputPartitionsChangedError
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import RestoreInterrupted
@@ -97,6 +98,8 @@ class BlobStoreRestoreManager:
                 continue
             index = self._transfer.get_index(blob_id, self._base(store))
             _check_belongs(index, blob_id, task, store, checkpoint_id)
+            # Here, before `restore` deletes or writes anything of the store.
+            _check_input_partitions(index, self.context.input_partitions)
             self.snapshots[store] = (blob_id, index)
             if self._on_index is not None:
                 self._on_index(blob_id, index)
@@ -202,3 +205,20 @@ def _check_belongs(
             f"{meta.checkpoint_id!r}, but the checkpoint of task {task!r} names it for store {store!r} "
             f"checkpoint {checkpoint_id!r}: the checkpoint or the blob store location is wrong"
         )
+
+
+def _check_input_partitions(index: SnapshotIndex, now: Mapping[str, int] | None) -> None:
+    """The snapshot's inputs must have the partition counts they have in the job model now: a key's task
+    follows from them, and a snapshot holds the keys of its task only."""
+    meta = index.metadata
+    if meta.input_partitions is None or now is None:
+        return  # an index written before the counts were recorded (or no model to compare): as before
+    # A stream on one side only is left alone: an input added to the job or removed from it moves no key of
+    # the others.
+    changes = {
+        stream: (was, now[stream])
+        for stream, was in sorted(meta.input_partitions.items())
+        if stream in now and now[stream] != was
+    }
+    if changes:
+        raise InputPartitionsChangedError(meta.store_name, meta.task_name, meta.checkpoint_id, changes)

@@ -346,6 +346,7 @@ def render_index(blob_id: str, index: SnapshotIndex) -> list[str]:
         f"  checkpoint {m.checkpoint_id}, created {format_time(index.creation_time_ms)}, "
         f"schema version {index.schema_version}",
         f"  previous index: {index.prev_index_blob_id or 'none (the first snapshot)'}",
+        f"  input partitions: {_input_partitions_text(m.input_partitions)}",
         f"present: {files} file(s), {size} bytes",
         *_tree(index.dir_index, "  "),
         f"removed: {len(removed)} file(s), {sum(f.size for _, f in removed)} bytes"
@@ -353,6 +354,12 @@ def render_index(blob_id: str, index: SnapshotIndex) -> list[str]:
         *(f"  {path}  {_file_text(f)}" for path, f in removed),
     ]
     return lines
+
+
+def _input_partitions_text(counts: Mapping[str, int] | None) -> str:
+    if counts is None:
+        return "not recorded (an index written by an older Samsa: not checked at restore)"
+    return ", ".join(f"{stream} {n}" for stream, n in sorted(counts.items())) or "none"
 
 
 def _file_text(f: FileIndex) -> str:
