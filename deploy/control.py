@@ -172,6 +172,8 @@ class ControlServer:
         self._cond = threading.Condition()
         self._epochs: dict[str, int] = {}
         self._reports: dict[str, ContainerReport] = {}
+        #: Containers whose fresh start was refused because the job was stopping: they never ran.
+        self._refused: set[str] = set()
         self._conns: dict[_Line, str | None] = {}
         self._threads: list[threading.Thread] = []
         # A plain bool: request_stop() runs in signal handlers, where taking a lock could deadlock.
@@ -204,11 +206,19 @@ class ControlServer:
 
     def resume(self) -> None:
         """Undoes request_stop() once every container it stopped has ended: polls are answered ok and fresh
-        containers welcome again (a new job model's). Their reports are dropped; epochs go on counting."""
+        containers welcome again (a new job model's). Their reports are dropped; epochs go on counting, and a
+        container of the stopped model reconnecting with its epoch is answered fenced."""
         with self._cond:
             self._stop_requested = False
             self._reports.clear()
+            self._refused.clear()
             self._cond.notify_all()
+
+    def refused_while_stopping(self, container_id: str) -> bool:
+        """Whether a fresh start of the container was refused because the job was stopping (since the last
+        `resume`): such an attempt never ran, so its task's failure cost nothing."""
+        with self._cond:
+            return container_id in self._refused
 
     @property
     def stopping(self) -> bool:
@@ -322,6 +332,7 @@ class ControlServer:
             current = self._epochs.get(container_id)
             if epoch is None and self._stop_requested:
                 reply: dict[str, Any] = {"type": "refused", "reason": "job stopping"}
+                self._refused.add(container_id)
             elif epoch is None:
                 epoch = (current or 0) + 1
                 self._epochs[container_id] = epoch
@@ -329,7 +340,8 @@ class ControlServer:
                     container_id, epoch, "starting", None, host, pid, info, "", self._clock()
                 )
                 reply = {"type": "welcome", "epoch": epoch}
-            elif epoch != current:
+            elif epoch != current or container_id not in self._reports:
+                # Not current, or of a job model the driver replaced since (`resume`): stop, no commit.
                 reply = {"type": "fenced", "epoch": current}
             else:
                 self._reports[container_id].last_seen = self._clock()

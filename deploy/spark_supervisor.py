@@ -231,6 +231,12 @@ class SparkSupervisor:
                     self._stopping = True
                     return
                 if self._stopping:
+                    assert self.control is not None
+                    if self.control.refused_while_stopping(slot.container_id):
+                        # Its task got a slot only once the job was stopping (fewer slots than containers):
+                        # it never ran, so nothing was lost.
+                        log.info("container %s not started: the job was stopping", slot.container_id)
+                        return
                     # A failure while stopping may have cost the final commit: the job did not end cleanly.
                     log.error("container %s failed while stopping: %s", slot.container_id, slot.error)
                     self.failed = True

@@ -9,6 +9,7 @@ from typing import Any, Generic, Self, TypeVar
 from samsa.stores.exceptions import SnapshotClosedError
 
 K = TypeVar("K")
+T = TypeVar("T")
 V = TypeVar("V")
 
 
@@ -84,6 +85,7 @@ class KeyValueStore(ABC, Generic[K, V]):
         `snapshot`); close it when done."""
         # A copy of the range taken now is right for any store, whatever its iterators guarantee; the
         # engines and layers override this to avoid the copy and to end their snapshots when they close.
+        # A custom engine that does not override it gets a copy that only its own close() ends.
         return ReplayedSnapshot(iter(list(self.range(from_key, to_key))), self.name, _always_open)
 
     @abstractmethod
@@ -172,17 +174,20 @@ class ReplayedSnapshot(KeyValueSnapshot[K, V]):
         position = 0
         while True:
             self.check_open()
-            read = self._read
-            if position == len(read):  # past what earlier walks read: read on
+            # The list is looked up at each step, never held across a yield: a suspended walk of a closed
+            # snapshot keeps none of its entries.
+            if position == len(self._read):  # past what earlier walks read: read on
                 entries = self._entries
                 if entries is None:
                     return
                 entry = next(entries, None)
+                del entries
                 if entry is None:
                     self._entries = None
                     return
-                read.append(entry)
-            yield read[position]
+                self._read.append(entry)
+            entry = self._read[position]
+            yield entry
             position += 1
 
     def check_open(self) -> None:
@@ -212,7 +217,9 @@ class LayeredSnapshot(KeyValueSnapshot[K, V]):
         self._release = None if release is None else weakref.finalize(self, release)
 
     def iterator(self) -> Iterator[tuple[K, V]]:
-        return self._walk(self._inner.iterator())
+        # The walk holds this snapshot: `store.snapshot(a, b).iterator()` would otherwise let it be
+        # collected, and its `release` run, while the walk goes on.
+        return _holding(self._walk(self._inner.iterator()), self)
 
     def close(self) -> None:
         try:
@@ -223,6 +230,11 @@ class LayeredSnapshot(KeyValueSnapshot[K, V]):
 
     def check_open(self) -> None:
         self._inner.check_open()
+
+
+def _holding(walk: Iterator[T], owner: object) -> Iterator[T]:
+    """`walk`, keeping `owner` alive (a local of this generator's frame) until the walk ends or is dropped."""
+    yield from walk
 
 
 def _always_open() -> None:

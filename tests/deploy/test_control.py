@@ -215,6 +215,26 @@ def test_resume_after_a_stop_welcomes_a_new_job_models_containers_with_the_next_
     assert not stops.event.wait(5 * INTERVAL), "a resumed server told the new container to stop"
 
 
+def test_a_stopped_models_container_reconnecting_after_resume_is_fenced(server, secret, clients):
+    old = make_client(server, secret, clients, "0")
+    assert old.connect(timeout_s=5) == 1
+    server.request_stop()
+    late = make_client(server, secret, clients, "1")
+    with pytest.raises(ControlError, match="stopping the job"):
+        late.connect(timeout_s=5)
+    assert server.refused_while_stopping("1") and not server.refused_while_stopping("0")
+    server.resume()
+    assert not server.refused_while_stopping("1")
+    server.disconnect("0")  # its connection drops: it reconnects with its epoch, of the replaced model
+    stops = Stops()
+    old.start(Status("running"), stops)
+    deadline = time.monotonic() + 5
+    while "fenced" not in stops.reasons and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "fenced" in stops.reasons, stops.reasons
+    assert "0" not in server.reports()  # not welcomed back into the new model's reports
+
+
 def test_wrong_secret_is_refused_and_the_server_keeps_serving(server, secret, clients):
     intruder = make_client(server, new_secret(), clients, "0")
     started = time.monotonic()

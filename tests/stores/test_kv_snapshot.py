@@ -383,3 +383,34 @@ class SnapshotMachine(RuleBasedStateMachine):
 
 TestSnapshotModel = SnapshotMachine.TestCase
 TestSnapshotModel.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+
+
+@pytest.mark.parametrize("layer", ["reader", "serialized"])
+def test_an_adjunct_snapshot_walk_keeps_its_version_while_it_runs(tmp_path: Path, layer: str) -> None:
+    versions = VersionedStore(tmp_path / "ds", lambda p: RocksDbStore(p, name="ds"), "ds")
+    reader: KeyValueStore[bytes, bytes] = versions.reader()
+    if layer == "serialized":
+        reader = SerializedStore(reader, BytesSerde(), BytesSerde())
+    versions.write([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")], 0)
+    versions.seal(1)
+    walk = reader.snapshot(b"a", b"z").iterator()  # the usual `for k, v in store.snapshot(a, b).iterator()`
+    assert next(walk) == (b"a", b"1")
+    versions.write([(b"a", b"new")], 2)
+    versions.seal(3)  # the adjunct stream's next version
+    assert list(walk) == [(b"b", b"2"), (b"c", b"3")]  # as a range() iterator
+    versions.close()
+
+
+def test_a_closed_snapshots_suspended_walk_keeps_none_of_its_entries(tmp_path: Path) -> None:
+    store = RocksDbStore(tmp_path / "db", name="db")
+    store.put_all([(b"k%04d" % i, b"v") for i in range(1000)])
+    snapshot = store.snapshot(b"k", b"l")
+    walk = snapshot.iterator()
+    assert sum(1 for _ in zip(range(500), walk, strict=False)) == 500
+    snapshot.close()
+    assert walk.gi_frame is not None  # suspended, not ended
+    held = [v for v in walk.gi_frame.f_locals.values() if isinstance(v, list)]
+    assert held == []  # the entries read went with close(), though the walk is still referenced
+    with pytest.raises(StoreClosedError):
+        next(walk)
+    store.close()
