@@ -13,7 +13,26 @@ T = TypeVar("T")
 V = TypeVar("V")
 
 
-class KeyValueStore(ABC, Generic[K, V]):
+class Closeable(ABC):
+    """Something released by `close()`, also as a context manager (`with store: ...`)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release it; idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class KeyValueStore(Closeable, Generic[K, V]):
     """A key-value store, Samza's `KeyValueStore`.
 
     Stores stack (Samza's design): a bytes engine (`RocksDbStore`, `InMemoryStore`) at the bottom, layers
@@ -96,19 +115,8 @@ class KeyValueStore(ABC, Generic[K, V]):
     def close(self) -> None:
         """Release the store; later use raises `StoreClosedError`. Idempotent."""
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class KeyValueSnapshot(ABC, Generic[K, V]):
+class KeyValueSnapshot(Closeable, Generic[K, V]):
     """Samza's `KeyValueSnapshot`: one range of a store as of `KeyValueStore.snapshot`.
 
     Every `iterator()` walks the same entries ascending by serialized key, whatever was written to the
@@ -127,17 +135,6 @@ class KeyValueSnapshot(ABC, Generic[K, V]):
     @abstractmethod
     def check_open(self) -> None:
         """Raise `StoreClosedError` if the snapshot or its store is closed (for layers' walks)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class ReplayedSnapshot(KeyValueSnapshot[K, V]):
