@@ -26,15 +26,15 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from samsa.exactly_once.changelog import ChangelogReader
-from samsa.exactly_once.protocol import Marker, RestoreCommand, classify_message
+from samsa.exactly_once.protocol import RestoreCommand, classify_message
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer, RawMessage
-from samsa.kafka.inmemory import auto_create_topics, broker, forget
+from samsa.kafka.inmemory import auto_create_topics, broker, forget, use_clock
 from samsa.kafka.message import Headers
 from samsa.kafka.partitioner import partition_for
 from samsa.runtime.classpath import register_object
@@ -48,7 +48,10 @@ from samsa.runtime.run_loop import RunLoop
 from samsa.runtime.state import changelog_partition, changelogs
 from samsa.runtime.task_instance import TaskInstance
 from samsa.serde.base import Serde
+from samsa.serde.builtin import BytesSerde
 from samsa.serde.registry import SerdeRegistry
+from samsa.stores.backends import CHANGELOG, store_backends
+from samsa.stores.exceptions import StoreConfigError
 from samsa.stores.factory import store_specs
 from samsa.streams import SystemStream
 from samsa.testing.exceptions import TestRunnerError
@@ -104,6 +107,8 @@ class _Input:
     partitions: int
     #: (item as the test gave it, the partition it was given for or None): read at feed time.
     items: list[tuple[Any, int | None]]
+    #: Keys and values are bytes sent as they are (add_input(raw=True)), not through the stream's serdes.
+    raw: bool = False
 
 
 @dataclass
@@ -123,9 +128,12 @@ class TestResult:
     def __init__(self, runner: TestRunner) -> None:
         self._runner = runner
 
-    def messages(self, stream: str, partition: int | None = None) -> list[Message]:
-        """Every message of `stream` (of one partition, or all in partition order), deserialized."""
-        return self._runner.read_stream(stream, partition)
+    def messages(self, stream: str, partition: int | None = None, raw: bool = False) -> list[Message]:
+        """Every message of `stream` (of one partition, or all in partition order), deserialized, as a
+        Samsa reader sees it (an exactly-once job's control records and voided versions left out). `raw`:
+        every committed record as it is on the topic, keys and values as bytes (a dead-letter stream's
+        always are)."""
+        return self._runner.read_stream(stream, partition, raw)
 
     def output(self, stream: str, partition: int | None = None) -> list[Any]:
         """The values sent to `stream` (of one partition, or all in partition order)."""
@@ -140,9 +148,10 @@ class TestResult:
         return out
 
     def store(self, name: str) -> dict[Any, Any]:
-        """The store's contents over all tasks (a key two tasks hold is an error: see `store_by_task`).
-        Read from the running tasks' stores; once the containers stopped (closed, restarted, failed, shut
-        down), from the store's changelog. JSON list keys come back as tuples."""
+        """The store's contents over all tasks (a key two tasks hold is an error: see `store_by_task`; a
+        broadcast adjunct store shows once). Read from the running tasks' stores; once the containers
+        stopped (closed, restarted, shut down), from the store's changelog; killed (failed, or restarted with
+        crash=True), not until the next run() restored it. JSON list keys come back as tuples."""
         return self._runner.read_store(name)
 
     def store_by_task(self, name: str) -> dict[str, dict[Any, Any]]:
@@ -178,6 +187,9 @@ class TestRunner:
         self._containers: dict[str, Container] = {}
         #: Why the job cannot go on without a restart(): a run failed, or its tasks shut it down.
         self._failure: BaseException | None = None
+        #: Whether the containers were killed (a failure, a crash restart) and not started since: their
+        #: changelogs still hold the writes after the last commit, which the next start undoes.
+        self._crashed = False
         self._shut_down = False
         self._closed = False
         # A runner dropped without close() (`result = TestRunner.of(...).run()`) still releases its stores.
@@ -188,11 +200,23 @@ class TestRunner:
         # Like a Kafka broker's default (auto.create.topics.enable), a stream the task sends to without
         # the test declaring it is made with one partition: a result names the streams the job wrote.
         auto_create_topics(self._bootstrap, partitions=1)
+        # Records sent without a timestamp (inputs, outputs) take the job's clock: the same in every run.
+        use_clock(self._bootstrap, self._clock)
 
     # -- building the test -------------------------------------------------------------------------
     @classmethod
     def of(cls, task: type | str, state_dir: str | os.PathLike[str] | None = None) -> TestRunner:
         """A runner for a `StreamTask` class (or its `module:Class` path)."""
+        if not isinstance(task, (str, type)):
+            # Samsa builds one task object per partition (and again at each restart): it needs the class.
+            kind = type(task)
+            raise TestRunnerError(
+                f"TestRunner.of({kind.__qualname__}(...)): pass the task class, TestRunner.of("
+                f"{kind.__qualname__}), not an instance: Samsa builds each task as {kind.__qualname__}() "
+                "itself. A task cannot be given constructor arguments: give its parameters defaults, read "
+                "them from context.config in init() (with_config({...})), or pass a subclass whose "
+                "__init__ supplies them"
+            )
         path = task if isinstance(task, str) else register_object(task)
         return cls(path, state_dir)
 
@@ -208,13 +232,19 @@ class TestRunner:
         stream: str,
         messages: Iterable[Any] | Mapping[int, Iterable[Any]],
         partitions: int | None = None,
+        raw: bool = False,
     ) -> TestRunner:
         """Messages of an input stream. A list or generator of items (read now): an item is a `Message`, a
         (key, value) tuple, or a bare value that is also its key (so equal items share a partition, as on a
-        keyed topic). A dict partition -> items puts them there. `partitions` is the stream's partition
-        count: given at its first add_input (default: 1, or the dict's highest partition + 1), later ones
-        may leave it out. Between runs too: the next run() processes what was added."""
+        keyed topic: the key has its dicts' keys sorted, the value is sent as given). A dict partition ->
+        items puts them there. `partitions` is the stream's partition count: given at its first add_input
+        (default: 1, or the dict's highest partition + 1), later ones may leave it out. Between runs too:
+        the next run() processes what was added. `raw`: keys and values are bytes (or None), sent as they
+        are instead of through the stream's serdes (a malformed record, to test
+        task.deserialization.error.policy)."""
         self._usable("add_input()")
+        if self._job is not None and stream not in (consumed := {s.stream for s in self._job.inputs}):
+            raise TestRunnerError(self._not_consumed(stream, consumed) + "; nothing of it was added")
         if isinstance(messages, Mapping):
             batch = [(item, p) for p, items in sorted(messages.items()) for item in items]
             wanted = partitions or self._partitions.get(stream) or max(messages, default=0) + 1
@@ -234,12 +264,13 @@ class TestRunner:
                     f"add_input({stream!r}): item {n} is for partition {part}, but the stream has {count} "
                     f"partition(s); give partitions= at the stream's first add_input"
                 )
-        self._inputs.append(_Input(stream, count, batch))
+        self._inputs.append(_Input(stream, count, batch, raw))
         return self
 
     def add_output(self, stream: str, partitions: int = 1) -> TestRunner:
         """An output stream the task sends to, with its partition count (a stream the test does not
-        declare is made with one partition when the task first sends to it)."""
+        declare is made with one partition when the task first sends to it). Before the first run() it
+        is added to task.outputs too (an exactly-once job must list every stream it sends to)."""
         self._usable("add_output()")
         self._outputs[stream] = self._declare(stream, partitions, "add_output")
         if self._job is not None:
@@ -296,6 +327,7 @@ class TestRunner:
         first run()."""
         self._before_first_run("with_clock()")
         self._clock = clock
+        use_clock(self._bootstrap, clock)
         return self
 
     @property
@@ -306,8 +338,9 @@ class TestRunner:
     def run(self, timeout: float = 30.0) -> TestResult:
         """Feeds the inputs added since the last run, starts the containers (once), and steps them until
         nothing is left to process; then commits every task, so outputs, stores and checkpoints show all
-        of it. Raises TestRunnerError after `timeout` seconds (checked between chunks of messages: a
-        process() that never returns is not interrupted).
+        of it (while a commit makes new input readable, as an exactly-once job's writes to a stream it
+        reads, it steps and commits again). Raises TestRunnerError after `timeout` seconds, saying what
+        ran (checked between steps: a running init(), process(), window() or commit is not interrupted).
 
         A failure of the job (a task's error) leaves its containers crashed, as a container dies: nothing
         after the last commit counts, and `restart()` starts the job again. After a timeout the next run
@@ -328,9 +361,16 @@ class TestRunner:
         deadline = time.monotonic() + timeout
         try:
             loops = self._start_containers(deadline, timeout)
-            self._step(loops, deadline, timeout)
-            for container in self._containers.values():
-                container.commit_all()
+            # An exactly-once job's sends to a sink it also reads become readable at its commit: go on
+            # until a commit makes nothing new readable.
+            looped = self._transactional_inputs(job)
+            while True:
+                self._step(job, loops, deadline, timeout)
+                before = self._stable_offsets(looped)
+                for container in self._containers.values():
+                    container.commit_all()
+                if any(loop.stopping for loop in loops) or self._stable_offsets(looped) == before:
+                    break
             if any(loop.stopping for loop in loops):
                 # The tasks asked for shutdown: as in Samza, the containers end (final commit, close()).
                 self._shut_down = True
@@ -343,8 +383,7 @@ class TestRunner:
             raise
         return TestResult(self)
 
-    @staticmethod
-    def _step(loops: list[RunLoop], deadline: float, timeout: float) -> None:
+    def _step(self, job: JobConfig, loops: list[RunLoop], deadline: float, timeout: float) -> None:
         idle_rounds = 0
         # In-memory fetches are synchronous: a round in which every loop found nothing, twice in a row
         # (the second sees what the first round's processing sent to the job's own inputs), ends it.
@@ -358,10 +397,50 @@ class TestRunner:
                     busy = True
                 if time.monotonic() > deadline:
                     raise TestRunnerError(
-                        f"the test job did not finish within its timeout of {timeout} s (a task sending to "
-                        "its own input forever?)"
+                        f"the test job did not finish within its timeout of {timeout} s; {self._doing(step)} "
+                        "when it hit (a timeout is checked between steps and cannot interrupt a running "
+                        "process(), window() or commit)"
                     )
             idle_rounds = 0 if busy else idle_rounds + 1
+
+    def _doing(self, step: tuple[Any, ...] | None) -> str:
+        """What a run loop's last step did, for a timeout's message."""
+        if step is None:
+            return "the containers were stopping"
+        if step[0] == "timer":
+            _, commits, windows = step
+            parts = [f"window() of {', '.join(windows)}"] if windows else []
+            parts += [f"the commit of {', '.join(commits)}"] if commits else []
+            return "the due timers ran: " + (" and ".join(parts) or "none")
+        if step[0] != "process":
+            return "the job was fetching input"
+        _, task, where, first, _ = step
+        stream, _, partition = where.rpartition("#")
+        doing = f"{task} was processing {stream!r} partition {partition} (a chunk from offset {first})"
+        log = broker(self._bootstrap)
+        written = sum(log.watermarks(stream, p)[1] for p in range(log.partitions(stream) or 0))
+        fed = sum(len(i.items) for n, i in enumerate(self._inputs) if i.stream == stream and n in self._fed)
+        if written > fed:  # more records there than the test fed: the job writes to a stream it reads
+            doing += f" (the job also sends to {stream!r}: a task sending to its own input forever?"
+            if len(self._job.systems if self._job is not None else ()) > 1:
+                doing += (
+                    f" Or to {stream!r} on another system: the TestRunner makes every system one in-memory "
+                    "broker, where streams of one name are one topic"
+                )
+            doing += ")"
+        return doing
+
+    @staticmethod
+    def _transactional_inputs(job: JobConfig) -> list[str]:
+        """The job's inputs it also writes in transactions (exactly-once sinks it reads back)."""
+        if not job.exactly_once:
+            return []
+        return [ss.stream for ss in job.inputs if ss in job.outputs and not job.intermediate(ss)]
+
+    def _stable_offsets(self, streams: Sequence[str]) -> list[int]:
+        """Each partition's last stable offset (up to which a read_committed consumer reads)."""
+        log = broker(self._bootstrap)
+        return [log.watermarks(s, p)[2] for s in streams for p in range(log.partitions(s) or 0)]
 
     def advance_time(self, ms: int, timeout: float = 30.0) -> TestResult:
         """Processes what is pending, then moves the job's clock `ms` forward and runs: due window and
@@ -422,8 +501,20 @@ class TestRunner:
                     f"container {model.id} did not finish starting (restoring its stores) within the "
                     f"timeout of {timeout} s"
                 )
+            if loop.stopping:
+                # The timeout's stop came while the tasks' init() ran (it cannot interrupt a running call):
+                # the loop would only stop. End the container as a stop does; the next run() starts it anew.
+                self._seeded.add(model.id)
+                container.finish()
+                raise TestRunnerError(
+                    f"container {model.id} did not finish starting within the timeout of {timeout} s: its "
+                    "tasks' init() (or its stores' restore) was still running when it hit (a timeout is "
+                    "checked between steps and cannot interrupt a running call); give run() a longer "
+                    "timeout"
+                )
             self._containers[model.id] = container
             self._seeded.add(model.id)
+        self._crashed = False  # every store is restored: what a read shows is the restarted job's
         loops = [c.loop for c in self._containers.values()]
         return [loop for loop in loops if loop is not None]
 
@@ -436,11 +527,13 @@ class TestRunner:
         for container in containers:
             if crash or error is not None:
                 container.crash()
+                self._crashed = True
                 continue
             try:
                 container.finish()
             except BaseException as e:  # the container released itself; the others must still go
                 error = e
+                self._crashed = True
         if error is not None:
             raise error
 
@@ -454,6 +547,7 @@ class TestRunner:
                 "the job has no input: add_input(stream, messages) first, or set task.inputs in with_config"
             )
         job = JobConfig(Config(config))
+        self._check_one_broker(job)
         for name, init in self._stores.items():
             if name in job.adjunct_inputs and (init.initial or init.by_partition):
                 stream = job.adjunct_inputs[name].stream
@@ -462,10 +556,8 @@ class TestRunner:
                     f"{stream!r} (stores.{name}.adstore.input); give its contents as add_input({stream!r}, "
                     "...)"
                 )
-        for output in job.outputs:
-            self._outputs.setdefault(output.stream, self._partitions.setdefault(output.stream, 1))
-        self._check_consumed(job, self._inputs)
-        self._ensure_topics({**{i.stream: i.partitions for i in self._inputs}, **self._outputs})
+        self._check_consumed(job)
+        self._ensure_topics(self._job_streams(job))
         self._model = JobCoordinator(job).prepare()
         self._job = job
         return job
@@ -478,15 +570,60 @@ class TestRunner:
         finally:
             admin.close()
 
-    @staticmethod
-    def _check_consumed(job: JobConfig, inputs: Iterable[_Input]) -> None:
-        consumed = {s.stream for s in job.inputs}
-        for feed in inputs:
-            if feed.stream not in consumed:
+    def _check_one_broker(self, job: JobConfig) -> None:
+        """Raises when the job names one stream on two systems of different clusters: the test's one
+        in-memory broker would make them one topic (a mirror job would read its own output)."""
+        # Systems the config points at one cluster (equal bootstrap.servers) share their topics anyway.
+        cluster = {s: self._config.get(f"systems.{s}.bootstrap.servers") or s for s in job.systems}
+        seen: dict[str, SystemStream] = {}
+        for ss in (*job.inputs, *job.outputs, *changelogs(job, store_specs(job.config)).values()):
+            other = seen.setdefault(ss.stream, ss)
+            if cluster.get(ss.system, ss.system) != cluster.get(other.system, other.system):
                 raise TestRunnerError(
-                    f"add_input({feed.stream!r}): the job does not consume stream {feed.stream!r} (its "
-                    f"inputs: {', '.join(sorted(consumed))}); check the name, or add it to task.inputs"
+                    f"stream {ss.stream!r} is on system {other.system!r} ({other}) and on system "
+                    f"{ss.system!r} ({ss}) of this job, which the TestRunner cannot tell apart: every system "
+                    "becomes one in-memory broker, where both are one topic (the job would read what it "
+                    "sends to the other). Give one of them another name in the test's config"
                 )
+
+    def _job_streams(self, job: JobConfig) -> dict[str, int]:
+        """Stream -> partition count of every stream the job reads or writes, so a production config's
+        streams that the test does not feed exist (empty), as on its cluster. A stream the test declared
+        keeps its count; an unfed input gets the highest count among the test's inputs (co-partitioned
+        with them, as a join's streams are), at least one past its highest broadcast partition; an
+        undeclared output gets one partition."""
+        fed = {i.stream: i.partitions for i in self._inputs if i.stream in {s.stream for s in job.inputs}}
+        default = max(fed.values(), default=1)
+        broadcast: dict[str, int] = {}
+        for ssp in job.broadcast:
+            broadcast[ssp.stream] = max(broadcast.get(ssp.stream, 1), ssp.partition + 1)
+        for ss in job.inputs:
+            self._partitions.setdefault(ss.stream, max(default, broadcast.get(ss.stream, 1)))
+        for ss in job.outputs:
+            self._outputs.setdefault(ss.stream, self._partitions.setdefault(ss.stream, 1))
+        return {**{ss.stream: self._partitions[ss.stream] for ss in job.inputs}, **self._outputs}
+
+    def _check_consumed(self, job: JobConfig) -> None:
+        """Raises naming the first input of a stream the job does not consume; such inputs are dropped
+        first, so the runner stays usable once the test fixes the name."""
+        consumed = {s.stream for s in job.inputs}
+        wrong: list[str] = []
+        for index, feed in enumerate(self._inputs):
+            if index not in self._fed and feed.stream not in consumed:
+                wrong.append(feed.stream)
+                self._inputs[index] = _Input(feed.stream, feed.partitions, [])
+                self._fed.add(index)  # never sent, never checked again
+        if wrong:
+            raise TestRunnerError(
+                self._not_consumed(wrong[0], consumed) + "; nothing of it was sent (dropped)"
+            )
+
+    @staticmethod
+    def _not_consumed(stream: str, consumed: Iterable[str]) -> str:
+        return (
+            f"add_input({stream!r}): the job does not consume stream {stream!r} (its inputs: "
+            f"{', '.join(sorted(consumed))}); check the name, or add it to task.inputs"
+        )
 
     @property
     def _bootstrap(self) -> str:
@@ -514,6 +651,12 @@ class TestRunner:
             streams = [i.stream for i in self._inputs if i.stream not in adjunct]
             if streams:
                 config["task.inputs"] = ",".join(f"{default}.{s}" for s in dict.fromkeys(streams))
+        # An exactly-once job needs every stream it sends to in task.outputs: add_output's streams are.
+        listed = [s.strip() for s in str(config.get("task.outputs") or "").split(",") if s.strip()]
+        named = {s.partition(".")[2] for s in listed}
+        added = [f"{default}.{s}" for s in self._outputs if s not in named]
+        if added:
+            config["task.outputs"] = ",".join([*listed, *added])
         systems = {k.split(".")[1] for k in config if k.startswith("systems.")} | {default}
         for system in systems:
             config[f"systems.{system}.samza.factory"] = "inmemory"
@@ -535,9 +678,19 @@ class TestRunner:
             config.setdefault(prefix + "factory", "inmemory")
             config.setdefault(prefix + "key.serde", DEFAULT_SERDE)
             config.setdefault(prefix + "msg.serde", DEFAULT_SERDE)
-            backed = prefix + "changelog" in config or prefix + "backup.factories" in config
-            if not backed:
-                config[prefix + "changelog"] = f"{default}.{name}-{store}-changelog"
+            if prefix + "changelog" in config:
+                continue
+            # A changelog where one would back the store up, by its backends as the runtime resolves them
+            # (its own backup.factories, else the job's or their alias, else the changelog): never beside a
+            # blob store the config chose, where it would stay empty and read as the store's contents.
+            changelog = f"{default}.{name}-{store}-changelog"
+            try:
+                spec = replace(store_specs(config)[store], changelog=changelog)
+                backup = store_backends(config, spec).backup
+            except StoreConfigError:
+                continue  # the job's start reports it, naming the key
+            if CHANGELOG in backup:
+                config[prefix + "changelog"] = changelog
         return config
 
     def _serdes(self, job: JobConfig) -> SerdeRegistry:
@@ -562,30 +715,42 @@ class TestRunner:
         pending = [(index, feed) for index, feed in enumerate(self._inputs) if index not in self._fed]
         if not pending:
             return
-        self._check_consumed(job, (feed for _, feed in pending))
+        self._check_consumed(job)
         self._ensure_topics({feed.stream: feed.partitions for _, feed in pending})
         # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice.
         records: list[tuple[str, bytes | None, bytes | None, int, Headers | None, int | None]] = []
         for index, feed in pending:
-            key_serde, msg_serde = self._stream_serdes(job, feed.stream)
+            key_serde, msg_serde = (
+                (BytesSerde(), BytesSerde()) if feed.raw else self._stream_serdes(job, feed.stream)
+            )
             placed: dict[bytes, int] = {}  # test inputs repeat their keys: hash each once
             for n, (item, given) in enumerate(feed.items):
                 if isinstance(item, (Message, tuple)):
                     m = self._message(item, given)
                     key_obj, value_obj, partition = m.key, m.value, m.partition
                     headers, timestamp = list(m.headers) or None, m.timestamp
-                else:  # a bare value is its own key
-                    key_obj, value_obj, partition, headers, timestamp = item, item, given, None, None
+                else:  # a bare value is its own key, in a canonical form: equal items, equal key bytes
+                    key_obj, value_obj, partition, headers, timestamp = (
+                        _canonical(item),
+                        item,
+                        given,
+                        None,
+                        None,
+                    )
                 try:
                     key = None if key_obj is None else key_serde.to_bytes(key_obj)
                     value = None if value_obj is None else msg_serde.to_bytes(value_obj)
                 except Exception as e:
                     self._inputs[index] = _Input(feed.stream, feed.partitions, [])  # dropped: nothing sent
+                    fix = (
+                        "add_input(..., raw=True) sends keys and values of bytes (or None) as they are"
+                        if feed.raw
+                        else "check the item, or the stream's serde in the config (systems.<system>.streams."
+                        "<stream>.samza.key.serde / msg.serde)"
+                    )
                     raise TestRunnerError(
                         f"add_input({feed.stream!r}): item {n} (key {key_obj!r}, value {value_obj!r}) does "
-                        f"not serialize with the stream's serdes: {e}; check the item, or the stream's serde "
-                        "in the config (systems.<system>.streams.<stream>.samza.key.serde / msg.serde). "
-                        "Nothing of that add_input was sent; it is dropped"
+                        f"not serialize: {e}; {fix}. Nothing of that add_input was sent; it is dropped"
                     ) from e
                 if partition is None:
                     if key is None:
@@ -676,29 +841,56 @@ class TestRunner:
         return plan
 
     # -- reading results ---------------------------------------------------------------------------
-    def read_stream(self, stream: str, partition: int | None = None) -> list[Message]:
+    def read_stream(self, stream: str, partition: int | None = None, raw: bool = False) -> list[Message]:
         job = self._prepare()
         count = self._stream_partitions(stream)
         if partition is not None and not 0 <= partition < count:
             raise TestRunnerError(f"stream {stream!r} has {count} partition(s), no partition {partition}")
-        key_serde, msg_serde = self._stream_serdes(job, stream)
+        # A dead-letter stream holds the records that did not deserialize, as they came: bytes.
+        raw = raw or stream in self._dead_letter_streams(job)
+        key_serde, msg_serde = (BytesSerde(), BytesSerde()) if raw else self._stream_serdes(job, stream)
         key_of, value_of = key_serde.from_bytes, msg_serde.from_bytes
 
         def message(m: RawMessage) -> Message:
             key, value = m.key(), m.value()
+            try:
+                value_obj = None if value is None else value_of(value)
+                key_obj = None if key is None else key_of(key)
+            except Exception as e:
+                raise TestRunnerError(
+                    f"stream {stream!r} partition {m.partition()} offset {m.offset()}: the record does not "
+                    f"deserialize with the stream's serdes: {e}; check systems.<system>.streams.{stream}."
+                    f"samza.key.serde / msg.serde, or read its bytes with result.messages({stream!r}, "
+                    "raw=True)"
+                ) from e
             return Message(
-                None if value is None else value_of(value),
-                None if key is None else key_of(key),
-                m.partition(),
-                tuple(m.headers() or ()),
-                m.timestamp()[1],
-                m.offset(),
+                value_obj, key_obj, m.partition(), tuple(m.headers() or ()), m.timestamp()[1], m.offset()
             )
 
         records = self._read_raw(stream, partition, count)
-        if job.exactly_once:  # the checkpoint barriers an exactly-once job writes are no output
-            records = (m for m in records if type(classify_message(m)) not in (Marker, RestoreCommand))
+        if job.exactly_once and not raw:
+            records = self._read_by_samsa(stream, count, records)
         return [message(m) for m in records]
+
+    def _read_by_samsa(self, stream: str, count: int, records: Iterable[RawMessage]) -> Iterator[RawMessage]:
+        """The records of an exactly-once job's stream that a Samsa reader takes: neither its checkpoint
+        markers and restore commands, nor the records of versions a restore command voided (docs/
+        exactly-once.md: replayed after a crash, in a new generation)."""
+        # A restore command voids its producer's older records wherever they lie, before it and on every
+        # partition (a reading task drops them, or rewinds the work it did with them): know every fence
+        # first. A changelog restore applies the same fences to tagged writes.
+        reader = ChangelogReader()
+        reader.select(
+            [m for m in self._read_raw(stream, None, count) if type(classify_message(m)) is RestoreCommand]
+        )
+        for m in records:
+            yield from reader.select([m])[0]
+
+    def _dead_letter_streams(self, job: JobConfig) -> set[str]:
+        """The streams the job sends the input records that do not deserialize to."""
+        if job.deserialization_policy != "dlq":
+            return set()
+        return {job.dlq_stream(ss.system).stream for ss in job.inputs}
 
     def _stream_partitions(self, stream: str) -> int:
         topics = broker(self._bootstrap).partition_counts()
@@ -713,9 +905,12 @@ class TestRunner:
         """The store's entries over all tasks; a key held by two tasks is an error (see store_by_task)."""
         merged: dict[Any, Any] = {}
         owner: dict[Any, str] = {}
+        # Each container holds a copy of a broadcast store, read from the whole stream: equal copies show
+        # once.
+        copies = self._broadcast_store(self._prepare(), store)
         for task, contents in self._store_contents(store, shared_once=True).items():
             for key, value in contents.items():
-                if key in owner:
+                if key in owner and not (copies and merged[key] == value):
                     raise TestRunnerError(
                         f"store {store!r}: key {key!r} is in the stores of tasks {owner[key]!r} and "
                         f"{task!r}, so one dict cannot show it; read result.store_by_task({store!r})"
@@ -729,8 +924,8 @@ class TestRunner:
 
     def _store_contents(self, store: str, shared_once: bool) -> dict[str, dict[Any, Any]]:
         """Task name -> the store's entries: read from the running tasks' stores, or (the containers
-        stopped: closed, restarted, failed or shut down) from its changelog. A store the tasks of a
-        container share (an adjunct store) shows once with `shared_once`."""
+        stopped: closed, restarted or shut down) from its changelog. The store the tasks of a container
+        share (a broadcast adjunct store) shows once per container with `shared_once`."""
         job = self._prepare()
         specs = store_specs(job.config)
         if store not in specs:
@@ -743,17 +938,31 @@ class TestRunner:
                 f"store {store!r}: the job failed ({self._failure!r}), so its stores are what a restart "
                 "restores: call restart() and run() before reading it"
             )
+        if not tasks and self._crashed:
+            # As after a failure: a crash restart restores the last commit's state, undoing the rest.
+            raise TestRunnerError(
+                f"store {store!r}: the job's containers were killed (restart(crash=True), or a failed run), "
+                "so its stores are what the next start restores from their last commit (the changelog also "
+                "holds the writes after it, which that start undoes): call run() before reading it, or read "
+                "it before the crash"
+            )
         if not tasks:
             return self._store_from_changelog(job, store)
         out: dict[str, dict[Any, Any]] = {}
-        seen: set[int] = set()
-        for ti in tasks:
-            found = ti.storage.stores.get(store)
-            if found is None or (shared_once and id(found) in seen):
-                continue
-            seen.add(id(found))
-            out[ti.name] = {_hashable(store, key): value for key, value in found.all()}
+        for container in self._containers.values():
+            for ti in container.tasks:
+                found = ti.storage.stores.get(store)
+                if found is None:
+                    continue
+                out[ti.name] = {_hashable(store, key): value for key, value in found.all()}
+                if shared_once and self._broadcast_store(job, store):
+                    break  # every task of the container reads its one store (each a read-only view of it)
         return out
+
+    @staticmethod
+    def _broadcast_store(job: JobConfig, store: str) -> bool:
+        """Whether the store is a broadcast adjunct store: one per container, which all its tasks read."""
+        return job.adjunct_inputs.get(store) in job.broadcast_streams
 
     def _store_from_changelog(self, job: JobConfig, store: str) -> dict[str, dict[Any, Any]]:
         specs = store_specs(job.config)
@@ -791,16 +1000,35 @@ class TestRunner:
         """Every committed record of the topic (or one partition), in partition then offset order; a batch
         at a time, so a large output is never held twice (raw and converted)."""
         partitions = range(count) if partition is None else [partition]
+        log = broker(self._bootstrap)
         with KafkaConsumer({"bootstrap.servers": self._bootstrap}) as consumer:
             for p in partitions:
-                low, high = consumer.watermarks((topic, p))
-                if high <= low:
+                # A read_committed consumer stops at the last stable offset (the first record of a transaction
+                # still open: a failed, timed-out or crashed exactly-once job's): read to it, never past.
+                low, _, stable = log.watermarks(topic, p)
+                if stable <= low:
                     continue
                 consumer.assign({(topic, p): OFFSET_BEGINNING})
-                # Transaction markers take offsets but are never delivered: read to the position, not a count.
-                while consumer.position([(topic, p)]).get((topic, p), -1) < high:
-                    yield from consumer.consume(_READ_BATCH, 0.05)
+                # Transaction markers and aborted records take offsets but are never delivered: read to the
+                # position, not a count (without waiting: a fetch of only those moves the position too).
+                while consumer.position([(topic, p)]).get((topic, p), -1) < stable:
+                    yield from consumer.consume(_READ_BATCH, 0)
                 consumer.unassign()
+
+
+def _canonical(item: Any) -> Any:
+    """`item` with every dict's keys in sorted order (sorted by repr when they do not compare)."""
+    # Equal dicts built in another order serialize to other bytes (JSON keeps insertion order): as a
+    # bare item's key they would go to other partitions, though the item is the same.
+    if isinstance(item, dict):
+        try:
+            keys = sorted(item)
+        except TypeError:
+            keys = sorted(item, key=repr)
+        return {key: _canonical(item[key]) for key in keys}
+    if type(item) in (list, tuple):
+        return type(item)(_canonical(v) for v in item)
+    return item
 
 
 def _hashable(store: str, key: Any) -> Any:

@@ -118,6 +118,7 @@ class DeterministicScheduler:
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> list[Event]:
         """Steps every container to its end; returns the trace."""
+        self._check_faults()
         with self._crash_hook():
             while not all(s.done for s in self._slots) or self._reopen():
                 if self.step_no >= self.max_steps:
@@ -132,6 +133,25 @@ class DeterministicScheduler:
                 kind, slot = self.rng.choice(self._options())
                 self._run_one(kind, slot)
         return self.trace
+
+    def _check_faults(self) -> None:
+        """Raises naming a planned fault whose job or container is not scheduled (it would never fire)."""
+        scheduled = {slot.who for slot in self._slots}
+        for fault in self.faults:
+            if (fault.job, fault.container) in scheduled:
+                continue
+            containers = sorted(c for j, c in scheduled if j == fault.job)
+            jobs = ", ".join(map(str, range(self._jobs))) or "none (add_job first)"
+            where = (
+                f"job {fault.job} has containers {', '.join(map(repr, containers))}"
+                if containers
+                else f"the scheduler has jobs {jobs}"
+            )
+            raise SchedulerError(
+                f"fault {fault!r} names job {fault.job!r}, container {fault.container!r}, which this "
+                f"scheduler does not run, so it would never happen: {where} (a job is its add_job index from "
+                "0, a container its id, a string)"
+            )
 
     def _options(self) -> list[tuple[str, _Slot]]:
         options: list[tuple[str, _Slot]] = []

@@ -9,7 +9,7 @@ wrappers, so everything built on those runs unchanged on it.
 from samsa.kafka.inmemory.admin import InMemoryAdminClient
 from samsa.kafka.inmemory.consumer import InMemoryConsumer
 from samsa.kafka.inmemory.producer import InMemoryProducer
-from samsa.kafka.inmemory.registry import auto_create_topics, broker, forget, is_inmemory
+from samsa.kafka.inmemory.registry import auto_create_topics, broker, forget, is_inmemory, use_clock
 
 __all__ = [
     "InMemoryAdminClient",
@@ -19,4 +19,5 @@ __all__ = [
     "broker",
     "forget",
     "is_inmemory",
+    "use_clock",
 ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from samsa.kafka.inmemory.log import error, unknown_topic
 from samsa.kafka.inmemory.message import InMemoryMessage
-from samsa.kafka.inmemory.registry import auto_create_partitions, broker
+from samsa.kafka.inmemory.registry import auto_create_partitions, broker, now_ms
 from samsa.kafka.partitioner import partition_for
 
 Report = tuple[KafkaError | None, InMemoryMessage]
@@ -26,7 +25,8 @@ class InMemoryProducer:
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._log = broker(str(config["bootstrap.servers"]))
+        self._url = str(config["bootstrap.servers"])
+        self._log = broker(self._url)
         self._auto_create = auto_create_partitions(str(config["bootstrap.servers"]))
         self._seen: set[str] = set()  # topics known to exist (made if need be) when topics are auto-created
         self._on_delivery: Callable[[KafkaError | None, Any], None] | None = config.get("on_delivery")
@@ -59,7 +59,7 @@ class InMemoryProducer:
             if not self._in_transaction:
                 raise error(KafkaError._STATE, "Operation not valid in state Ready: begin_transaction first")
             owner = (self._transactional_id, self._epoch or 0)
-        ts = timestamp or int(time.time() * 1000)
+        ts = timestamp or now_ms(self._url)
         if headers is not None and not isinstance(headers, list):
             headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
         if self._auto_create and topic not in self._seen:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from samsa.kafka.exceptions import KafkaConfigError
@@ -14,6 +16,7 @@ SCHEME = "inmemory:"
 
 _brokers: dict[str, Log] = {}
 _auto_create: dict[str, int] = {}
+_clocks: dict[str, Callable[[], float]] = {}
 _lock = threading.Lock()
 
 
@@ -36,6 +39,7 @@ def forget(url: str) -> None:
     with _lock:
         _brokers.pop(url, None)
         _auto_create.pop(url, None)
+        _clocks.pop(url, None)
 
 
 def auto_create_topics(url: str, partitions: int) -> None:
@@ -43,6 +47,19 @@ def auto_create_topics(url: str, partitions: int) -> None:
     as a Kafka broker with `auto.create.topics.enable` does (0: such a send fails, the default here)."""
     with _lock:
         _auto_create[url] = partitions
+
+
+def use_clock(url: str, clock: Callable[[], float]) -> None:
+    """A record a producer of `url` sends without a timestamp gets `clock()` (seconds) as its create time,
+    not the wall clock: a test's manual clock, so its records' timestamps repeat from run to run."""
+    with _lock:
+        _clocks[url] = clock
+
+
+def now_ms(url: str) -> int:
+    """The create time (ms) of a record sent now to `url` without a timestamp."""
+    clock = _clocks.get(url, time.time)
+    return int(clock() * 1000)
 
 
 def auto_create_partitions(url: str) -> int:
