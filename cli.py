@@ -258,7 +258,13 @@ def _blob_settings(job: JobConfig) -> BlobStoreSettings:
 
 def _cmd_state_ls(args: argparse.Namespace) -> int:
     from samsa.runtime.state import changelogs
-    from samsa.stores.blobstore.tool import blob_snapshots, list_state, opened_store, render_state
+    from samsa.stores.blobstore.tool import (
+        blob_snapshots,
+        list_state,
+        opened_store,
+        render_state,
+        state_problems,
+    )
     from samsa.stores.factory import store_specs
 
     job = _load(args)
@@ -275,6 +281,13 @@ def _cmd_state_ls(args: argparse.Namespace) -> int:
             rows = list_state(tasks, checkpoints, store, job.name, job.id, logs, reread)
     for line in render_state(rows):
         print(line)
+    for line in state_problems(rows):
+        print(line)
+    bad = sum(r.problem for r in rows)
+    if bad:
+        # As `samsa blobstore verify` does: a script sees that a checkpointed snapshot cannot be read.
+        print(f"{bad} snapshot index(es) missing or unreadable; `samsa blobstore verify` checks every blob")
+        return 1
     return 0
 
 
@@ -383,12 +396,17 @@ def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
         return 0
     settings = _blob_settings(job)
     if settings.s3_bucket:
+        from samsa.stores.blobstore.s3 import TTL_TAG_KEY, TTL_TAG_VALUE, S3BlobStoreAdmin
+
+        admin = blob_store_admin(settings)
+        assert isinstance(admin, S3BlobStoreAdmin)
         print(
-            f"blob store {settings.location}: the bucket's lifecycle rule deletes expired blobs "
-            f"(tagged objects older than {settings.ttl_days} days); checking the rule"
+            f"blob store {settings.location}: the job's lifecycle rule {admin.rule_id} deletes its expired "
+            f"blobs (objects under {admin.key_prefix} tagged {TTL_TAG_KEY}={TTL_TAG_VALUE}, older than "
+            f"{settings.ttl_days} days); checking the rule"
         )
-        blob_store_admin(settings).validate_resources()
-        print("the lifecycle rule is in place")
+        admin.validate_resources()
+        print(f"the lifecycle rule of job {job.job_key} is in place")
         return 0
     tasks, checkpoints = _last_checkpoints(job)
     with opened_store(settings) as store:
@@ -400,7 +418,7 @@ def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
             print(
                 f"warning: snapshot index(es) of {names} cannot be read; `samsa blobstore verify` checks them"
             )
-        report = gc_local(store, used, dry_run=args.dry_run)
+        report = gc_local(store, used, job.name, job.id, dry_run=args.dry_run)
     for line in report.lines(settings.location):
         print(line)
     return 0

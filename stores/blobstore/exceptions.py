@@ -22,6 +22,62 @@ class BlobDeletedError(BlobStoreError):
         )
 
 
+class SnapshotIndexMissingError(BlobDeletedError, InvalidConfigError):
+    """The snapshot index a task's last checkpoint names for a store without a changelog to fall back on is
+    not where the blob store looks (a moved dir, a new host's base dir, another bucket or prefix). A restart
+    finds it missing again: a config-like error, which no supervisor restarts."""
+
+    def __init__(
+        self, blob_id: str, store: str, task: str, checkpoint_id: str, location: str, s3: bool
+    ) -> None:
+        self.blob_id = blob_id
+        self.store = store
+        self.task = task
+        self.location = location
+        job = blob_id.split("/", 1)[0]
+        if s3:
+            elsewhere = (
+                "point blobstore.s3.bucket and blobstore.s3.prefix (and blobstore.s3.endpoint.url, "
+                f"blobstore.s3.region) at the bucket and prefix whose {job}/ holds the job's snapshots"
+            )
+        else:
+            elsewhere = (
+                f"point blobstore.local.dir at the dir whose {job}/ holds the job's snapshots (unset, it "
+                "is <job.logged.store.base.dir>/blobstore, inside the state dir: a new "
+                "job.logged.store.base.dir, a new host's say, moves it; copy the old blobstore dir there or "
+                "set the key)"
+            )
+        # BlobStoreError's constructor, not BlobDeletedError's: this message replaces its generic one.
+        BlobStoreError.__init__(
+            self,
+            f"store {store!r} of task {task!r}: the snapshot index {blob_id!r} that its last checkpoint "
+            f"({checkpoint_id}) names is not in the blob store at {location}, and no changelog can restore "
+            "the store instead (it has none, or one its checkpoint has no marker of). A restart finds it "
+            "missing again, so the start is refused, the store left untouched. If the snapshots are "
+            f"elsewhere, {elsewhere}; `samsa state ls` then lists the "
+            "snapshot. If they are lost (deleted, or expired: the job stayed down longer than "
+            "blobstore.ttl.days after a crash between a checkpoint and its cleanup), start the state over: "
+            "run the job with a new job.id (no checkpoints, no state; inputs start at "
+            "samza.offset.default; a store with a changelog needs its changelog topic deleted too), filling "
+            "the store first with `samsa state bootstrap` under that job.id if a dataset holds its state "
+            "(docs/state-bootstrap.md). See docs/state.md (Blob-store backup and restore)",
+        )
+
+
+class BucketMissingError(BlobStoreError, InvalidConfigError):
+    """`blobstore.s3.bucket` names a bucket that does not exist: a start never creates one (a typo would
+    get an empty bucket, without the job's snapshots). A restart meets it again: a config-like error."""
+
+    def __init__(self, bucket: str, endpoint: str, region: str) -> None:
+        self.bucket = bucket
+        super().__init__(
+            f"S3 bucket {bucket!r} (blobstore.s3.bucket) does not exist at {endpoint} (region {region}); "
+            "the job does not create buckets. Fix blobstore.s3.bucket (or blobstore.s3.endpoint.url, "
+            "blobstore.s3.region) if it names the wrong one, or create the bucket, then start the job: "
+            "its start adds its lifecycle rule"
+        )
+
+
 class RetriableBlobError(BlobStoreError):
     """A transient failure (throttling, 5xx, timeout, reset): the request may succeed if tried again."""
 

@@ -21,7 +21,7 @@ from samsa.stores.blobstore.backup import BlobStoreBackupManager, UploadStats
 from samsa.stores.blobstore.exceptions import BlobStoreError
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.local import LocalDirBlobStore
-from samsa.stores.blobstore.requests import ABANDON_WAIT_S, join_pools
+from samsa.stores.blobstore.requests import ABANDON_WAIT_S, job_segment, join_pools
 from samsa.stores.blobstore.restore import BlobStoreRestoreManager, RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
@@ -144,6 +144,7 @@ def blob_store_admin(settings: BlobStoreSettings) -> StateBackendAdmin:
             settings.ttl_days,
             endpoint_url=settings.s3_endpoint_url,
             region=settings.s3_region,
+            job=job_segment(settings.job_name, settings.job_id),
             max_retry_duration_s=settings.retry_max_duration_ms / 1000,
         )
     return LocalDirAdmin(settings)
@@ -220,6 +221,8 @@ class BlobStoreBackendFactory:
             self.settings.job_id,
             self._on_restore,
             on_index=self._read_indexes.__setitem__,
+            location=self.settings.location,
+            s3=bool(self.settings.s3_bucket),
         )
 
     def _take_index(self, blob_id: str) -> SnapshotIndex | None:

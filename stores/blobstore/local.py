@@ -217,9 +217,10 @@ class LocalDirBlobStore(ExecutorBlobStore):
                 f"remove_ttl of blob {blob_id} ({metadata.describe()}) failed writing {sidecar}: {exc}"
             ) from exc
 
-    def list_blobs(self) -> Iterator[BlobInfo]:
-        """Every blob under the root, in no particular order (reads sidecars; skips writes in progress)."""
-        for path in self._files():
+    def list_blobs(self, job: str | None = None) -> Iterator[BlobInfo]:
+        """Every blob under the root, or only job `job`'s (the first segment of its blob ids, `job_segment`),
+        in no particular order (reads sidecars; skips writes in progress)."""
+        for path in self._files(job):
             if not ID_END.search(path.name):
                 continue
             try:
@@ -235,12 +236,13 @@ class LocalDirBlobStore(ExecutorBlobStore):
                 expires_at=None if expires_at is None else float(expires_at),
             )
 
-    def gc(self, now: float | None = None) -> GcResult:
+    def gc(self, now: float | None = None, job: str | None = None) -> GcResult:
         """Deletes blobs whose TTL ran out (never made permanent), and temp files and orphan sidecars
-        older than the TTL (left by crashed puts and deletes). Runs on the caller's thread."""
+        older than the TTL (left by crashed puts and deletes); only job `job`'s (the first segment of its
+        blob ids, `job_segment`) when given. Runs on the caller's thread."""
         now = self._clock() if now is None else now
         blobs = size = temps = sidecars = 0
-        for path in self._files():
+        for path in self._files(job):
             try:
                 if path.name.endswith(TEMP_SUFFIX):
                     if path.stat().st_mtime + self._ttl_s <= now:
@@ -261,7 +263,7 @@ class LocalDirBlobStore(ExecutorBlobStore):
             except BlobStoreError as exc:
                 _log.warning("gc skips %s: %s", path, exc)
         result = GcResult(blobs, size, temps, sidecars)
-        _log.info("blob store gc of %s: %s", self._root, result)
+        _log.info("blob store gc of %s: %s", self._root if job is None else self._root / job, result)
         return result
 
     @staticmethod
@@ -275,9 +277,16 @@ class LocalDirBlobStore(ExecutorBlobStore):
         sidecar_of(path).unlink(missing_ok=True)
         return size
 
-    def _files(self) -> Iterator[Path]:
-        if not self._root.is_dir():
+    def _files(self, job: str | None = None) -> Iterator[Path]:
+        top = self._root
+        if job is not None:
+            # Jobs sharing the dir (the default one is shared by every job with the same base dir) each own
+            # one top-level dir: another job's blobs must never be touched.
+            if job in ("", ".", "..") or "/" in job or "\\" in job:
+                raise BlobStoreError(f"{job!r} is not a job's blob dir name (<job.name>-<job.id>)")
+            top = self._root / job
+        if not top.is_dir():
             return
-        for parent, _dirs, files in os.walk(self._root):
+        for parent, _dirs, files in os.walk(top):
             for name in files:
                 yield Path(parent) / name

@@ -53,11 +53,16 @@ def _segment(text: str, limit: int = _MAX_SEGMENT) -> str:
     return cleaned or "_"
 
 
+def job_segment(job_name: str, job_id: str) -> str:
+    """The first path segment of every blob id of job `job_name` (id `job_id`): `<job.name>-<job.id>`."""
+    return _segment(f"{job_name}-{job_id}")
+
+
 def new_blob_id(metadata: BlobMetadata) -> str:
     """A new, unique blob id naming whom the blob is for; the same metadata never gives the same id."""
     return "/".join(
         (
-            _segment(f"{metadata.job_name}-{metadata.job_id}"),
+            job_segment(metadata.job_name, metadata.job_id),
             _segment(metadata.task_name),
             _segment(metadata.store_name),
             f"{_segment(metadata.payload_path.replace('/', '_'), _MAX_PAYLOAD_SEGMENT)}.{uuid.uuid4().hex}",

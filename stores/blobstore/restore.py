@@ -25,7 +25,12 @@ from pathlib import Path
 from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.diff import same_dir
-from samsa.stores.blobstore.exceptions import IndexFormatError, InputPartitionsChangedError
+from samsa.stores.blobstore.exceptions import (
+    BlobDeletedError,
+    IndexFormatError,
+    InputPartitionsChangedError,
+    SnapshotIndexMissingError,
+)
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import RestoreInterrupted
@@ -67,8 +72,14 @@ class BlobStoreRestoreManager:
         job_id: str,
         on_restore: Callable[[RestoreStats], None] | None = None,
         on_index: Callable[[str, SnapshotIndex], None] | None = None,
+        location: str = "",
+        s3: bool = False,
     ) -> None:
+        """`location`: where the blob store looks (a dir, `s3://bucket/prefix`), `s3` whether it is S3: errors
+        name them."""
         self.context = context
+        self._location = location or "its configured location (blobstore.* keys)"
+        self._s3 = s3
         self._transfer = transfer
         self._job = (job_name, job_id)
         self._on_restore = on_restore
@@ -96,7 +107,18 @@ class BlobStoreRestoreManager:
                         checkpoint_id,
                     )
                 continue
-            index = self._transfer.get_index(blob_id, self._base(store))
+            try:
+                index = self._transfer.get_index(blob_id, self._base(store))
+            except BlobDeletedError as e:
+                # A store whose changelog tail is replayed restores from the changelog instead (the
+                # storage manager's fallback, `SNAPSHOT_UNUSABLE`); one whose changelog is to be seeded has
+                # no fallback (its changelog holds only recent writes). Without one, every restart would
+                # fail the same way until the blob store location is fixed or the state started over.
+                if store in self.context.tail_restored and store not in self.context.seeded:
+                    raise
+                raise SnapshotIndexMissingError(
+                    blob_id, store, task, checkpoint_id or "?", self._location, self._s3
+                ) from e
             _check_belongs(index, blob_id, task, store, checkpoint_id)
             # Here, before `restore` deletes or writes anything of the store.
             _check_input_partitions(index, self.context.input_partitions)

@@ -1,8 +1,9 @@
 """The S3 blob store (and any S3-compatible one): blobs as objects, TTL as a tag a lifecycle rule expires.
 
 The only importer of `boto3`/`botocore`. Objects are keyed `<prefix>/<blob id>`, ids made as the local
-store makes them. Every put carries the tag `samsa-expiring=true`; the lifecycle rule that
-`S3BlobStoreAdmin.create_resources` installs expires tagged objects under the prefix after `ttl_days`, and
+store makes them. Every put carries the tag `samsa-expiring=true`; the job's lifecycle rule, which
+`S3BlobStoreAdmin.create_resources` installs at each start, expires tagged objects under the job's own keys
+(`<prefix>/<job>-<job id>/`) after `ttl_days`, and
 `remove_ttl` drops the tag (looked up first, so a repeated call writes nothing). Credentials come from
 boto3's standard chain and are never logged. botocore's own retries are off: transient failures
 (throttling, 5xx, timeouts, dropped connections) are retried here with jittered backoff for up to
@@ -12,6 +13,7 @@ and key.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -34,7 +36,12 @@ from botocore.exceptions import (
 
 from samsa.retrying import retry_call
 from samsa.stores.blobstore.api import BlobMetadata, Opener
-from samsa.stores.blobstore.exceptions import BlobDeletedError, BlobStoreError, RetriableBlobError
+from samsa.stores.blobstore.exceptions import (
+    BlobDeletedError,
+    BlobStoreError,
+    BucketMissingError,
+    RetriableBlobError,
+)
 from samsa.stores.blobstore.requests import (
     BlobInfo,
     ExecutorBlobStore,
@@ -55,6 +62,7 @@ _log = logging.getLogger(__name__)
 TTL_TAG_KEY = "samsa-expiring"
 TTL_TAG_VALUE = "true"
 RULE_ID = "samsa-expire-uncommitted"
+_MAX_RULE_ID = 255  # S3's limit
 
 # Connections kept per client: as many as the largest commit/restore pool runs requests at once.
 _MAX_POOL_CONNECTIONS = 64
@@ -150,8 +158,8 @@ def failure(
             )
         if code == "NoSuchBucket":
             return BlobStoreError(
-                f"{what} of {where} failed: S3 bucket {bucket!r} does not exist; create it (the blob store "
-                "admin's create_resources) or fix blobstore.s3.bucket"
+                f"{what} of {where} failed: S3 bucket {bucket!r} does not exist; fix blobstore.s3.bucket, "
+                "or create the bucket and start the job once (its start adds the lifecycle rule)"
             )
         if code in _DENIED or status == 403:
             return BlobStoreError(
@@ -387,7 +395,12 @@ class S3BlobStore(ExecutorBlobStore):
 
 
 class S3BlobStoreAdmin:
-    """Creates and checks what an S3 blob store needs: the bucket and our lifecycle rule on the prefix."""
+    """Checks the bucket and keeps the job's lifecycle rule on its own keys (`<prefix>/<job>-<job id>/`).
+
+    The bucket must exist: a job never creates one (a mistyped `blobstore.s3.bucket` would otherwise get a
+    fresh, empty bucket, and a start that finds none of its snapshots). Each job has its own rule, so jobs
+    sharing a bucket and prefix keep their own TTLs; a per-prefix rule of an older Samsa is left in place.
+    """
 
     def __init__(
         self,
@@ -398,32 +411,61 @@ class S3BlobStoreAdmin:
         region: str | None = None,
         client: Any = None,
         *,
+        job: str,
         max_retry_duration_s: float = 60,
     ) -> None:
+        """`job`: the first segment of the job's blob ids (`requests.job_segment`), `<job.name>-<job.id>`."""
         self._bucket, self._prefix, self._ttl_days = _checked_location(bucket, prefix, ttl_days)
+        if not job or "/" in job:
+            raise BlobStoreError(f"{job!r} is not a job's blob id segment (<job.name>-<job.id>)")
+        self._job = job
+        self._endpoint_url = endpoint_url
         self._client: S3Client = client if client is not None else make_client(endpoint_url, region)
         self._retrier = _Retrier(bucket, max_retry_duration_s, 0.1, 5.0)
 
     @property
+    def key_prefix(self) -> str:
+        """Where the job's blobs are: `<prefix>/<job>-<job id>/` (`<job>-<job id>/` without a prefix)."""
+        return f"{self._prefix}/{self._job}/" if self._prefix else f"{self._job}/"
+
+    @property
     def rule_id(self) -> str:
-        """Our lifecycle rule's id: one per prefix, so stores sharing a bucket keep their own rules."""
+        """The job's lifecycle rule's id: one per job and prefix, so jobs sharing a bucket and prefix keep
+        their own rules (and TTLs)."""
+        rule = f"{RULE_ID}/{self.key_prefix.rstrip('/')}"
+        if len(rule) <= _MAX_RULE_ID:
+            return rule
+        # S3 caps rule ids at 255 characters: a cut id would let two long ones collide.
+        digest = hashlib.sha256(rule.encode()).hexdigest()[:16]
+        return f"{rule[: _MAX_RULE_ID - 17]}~{digest}"
+
+    @property
+    def legacy_rule_id(self) -> str:
+        """The per-prefix rule an older Samsa kept (one for every job under the prefix)."""
         return f"{RULE_ID}/{self._prefix}"[:255] if self._prefix else RULE_ID
 
     def expected_rule(self) -> dict[str, Any]:
-        """Our lifecycle rule as `create_resources` installs it."""
+        """The job's lifecycle rule as `create_resources` installs it: TTL-tagged objects under the job's
+        key prefix expire after the TTL."""
         tag = {"Key": TTL_TAG_KEY, "Value": TTL_TAG_VALUE}
-        selected = {"And": {"Prefix": f"{self._prefix}/", "Tags": [tag]}} if self._prefix else {"Tag": tag}
         return {
             "ID": self.rule_id,
-            "Filter": selected,
+            "Filter": {"And": {"Prefix": self.key_prefix, "Tags": [tag]}},
             "Status": "Enabled",
             "Expiration": {"Days": self._ttl_days},
         }
 
+    def describe_rule(self) -> str:
+        """The job's rule in words, for an operator who adds it by hand."""
+        return (
+            f"ID {self.rule_id!r}, filter: prefix {self.key_prefix!r} and tag {TTL_TAG_KEY}={TTL_TAG_VALUE}, "
+            f"expiration after {self._ttl_days} days, enabled"
+        )
+
     def create_resources(self) -> None:
-        """Creates the bucket if missing, then adds (or updates) our lifecycle rule, keeping all others."""
-        if not self._bucket_exists():
-            self._create_bucket()
+        """Checks that the bucket exists (a `BucketMissingError` if not), then adds (or updates) the job's
+        lifecycle rule, keeping all others."""
+        self._check_bucket()
         rules, extra = self._lifecycle()
         others = [r for r in rules if r.get("ID") != self.rule_id]
         kept: list[Any] = [*others, self.expected_rule()]
@@ -439,67 +481,93 @@ class S3BlobStoreAdmin:
             "(%d other rules kept)",
             self._bucket,
             self.rule_id,
-            self._prefix,
+            self.key_prefix,
             self._ttl_days,
             len(others),
         )
+        self._warn_legacy(rules)
 
     def validate_resources(self) -> None:
-        """Raises a `BlobStoreError` naming the bucket unless it is reachable and has our rule as made."""
-        if not self._bucket_exists():
-            raise BlobStoreError(
-                f"S3 bucket {self._bucket!r} does not exist; create it and its lifecycle rule with the blob "
-                "store admin's create_resources, or fix blobstore.s3.bucket"
-            )
+        """Raises a `BlobStoreError` naming the bucket unless it is reachable and has the job's rule as
+        made; without it, an older Samsa's per-prefix rule with the job's TTL is accepted."""
+        self._check_bucket()
         rules, _extra = self._lifecycle()
         found = next((r for r in rules if r.get("ID") == self.rule_id), None)
+        legacy = next((r for r in rules if r.get("ID") == self.legacy_rule_id), None)
+        if found is None and legacy is not None and self._rule_problem(legacy, self._legacy_filter()) is None:
+            _log.info(
+                "S3 bucket %s: lifecycle rule %s (an older Samsa's, for the whole prefix) expires this job's "
+                "uncommitted blobs; the job's next start adds its own rule %s",
+                self._bucket,
+                self.legacy_rule_id,
+                self.rule_id,
+            )
+            return
         if found is None:
             raise BlobStoreError(
-                f"S3 bucket {self._bucket!r} has no lifecycle rule {self.rule_id!r}: blobs of failed commits "
-                "would never expire; add it with the blob store admin's create_resources"
+                f"S3 bucket {self._bucket!r} has no lifecycle rule {self.rule_id!r} for job {self._job}: "
+                "blobs of failed commits would never expire; start the job once (its start adds the rule), "
+                f"or add it to the bucket's lifecycle configuration: {self.describe_rule()}"
             )
-        problem = self._rule_problem(found)
+        problem = self._rule_problem(found, self.expected_rule()["Filter"])
         if problem:
             raise BlobStoreError(
-                f"S3 bucket {self._bucket!r} lifecycle rule {self.rule_id!r} {problem}; fix it with the blob "
-                "store admin's create_resources"
+                f"S3 bucket {self._bucket!r} lifecycle rule {self.rule_id!r} of job {self._job} {problem}; "
+                "start the job once (its start rewrites the rule), or change it to: "
+                f"{self.describe_rule()}"
             )
+        self._warn_legacy(rules)
 
-    def _rule_problem(self, rule: LifecycleRuleOutputTypeDef) -> str | None:
-        expected = self.expected_rule()
+    def _legacy_filter(self) -> dict[str, Any]:
+        tag = {"Key": TTL_TAG_KEY, "Value": TTL_TAG_VALUE}
+        return {"And": {"Prefix": f"{self._prefix}/", "Tags": [tag]}} if self._prefix else {"Tag": tag}
+
+    def _warn_legacy(self, rules: list[LifecycleRuleOutputTypeDef]) -> None:
+        """Warns when an older Samsa's per-prefix rule would expire the job's uncommitted blobs before the
+        job's own TTL (S3 applies the earliest expiration of the rules an object matches)."""
+        legacy = next((r for r in rules if r.get("ID") == self.legacy_rule_id), None)
+        if legacy is None or legacy.get("Status") != "Enabled":
+            return
+        days = legacy.get("Expiration", {}).get("Days")
+        if isinstance(days, int) and days >= self._ttl_days:
+            return  # the job's own rule expires them first
+        _log.warning(
+            "S3 bucket %s: lifecycle rule %s of an older Samsa expires the uncommitted blobs of every job "
+            "under prefix %r after %s days, before this job's blobstore.ttl.days=%d: a snapshot whose "
+            "commit's cleanup never ran (a crash) is lost once the job stays down that long. Each job now "
+            "has its own rule (this one's: %s); delete %s once every job under the prefix runs this Samsa "
+            "and has started once",
+            self._bucket,
+            self.legacy_rule_id,
+            self._prefix,
+            days,
+            self._ttl_days,
+            self.rule_id,
+            self.legacy_rule_id,
+        )
+
+    def _rule_problem(self, rule: LifecycleRuleOutputTypeDef, expected_filter: Any) -> str | None:
         if rule.get("Status") != "Enabled":
             return "is disabled"
         days = rule.get("Expiration", {}).get("Days")
         if days != self._ttl_days:
-            return f"expires after {days} days, not blobstore TTL {self._ttl_days} days"
-        if rule.get("Filter") != expected["Filter"]:
-            return f"filters on {rule.get('Filter')}, not {expected['Filter']}"
+            return f"expires after {days} days, not blobstore.ttl.days={self._ttl_days}"
+        if rule.get("Filter") != expected_filter:
+            return f"filters on {rule.get('Filter')}, not {expected_filter}"
         return None
 
-    def _bucket_exists(self) -> bool:
+    def _check_bucket(self) -> None:
+        """A `BucketMissingError` naming the bucket, endpoint and region when the bucket does not exist."""
         try:
             self._retrier.call("head", None, lambda: self._client.head_bucket(Bucket=self._bucket))
         except BlobStoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, ClientError) and _code(cause) in ("404", "NoSuchBucket", "NotFound"):
-                return False
+                endpoint = self._endpoint_url or "AWS's default endpoint"
+                raise BucketMissingError(
+                    self._bucket, endpoint, self._client.meta.region_name or "none"
+                ) from exc
             raise
-        return True
-
-    def _create_bucket(self) -> None:
-        region = self._client.meta.region_name
-        options: dict[str, Any] = {}
-        if region and region != "us-east-1":  # us-east-1 refuses an explicit location constraint
-            options["CreateBucketConfiguration"] = {"LocationConstraint": region}
-        try:
-            self._retrier.call(
-                "bucket creation", None, lambda: self._client.create_bucket(Bucket=self._bucket, **options)
-            )
-        except BlobStoreError as exc:
-            cause = exc.__cause__
-            if not (isinstance(cause, ClientError) and _code(cause) == "BucketAlreadyOwnedByYou"):
-                raise
-        _log.warning("S3 bucket %s did not exist: created it (region %s)", self._bucket, region)
 
     def _lifecycle(self) -> tuple[list[LifecycleRuleOutputTypeDef], dict[str, Any]]:
         try:

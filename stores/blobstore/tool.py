@@ -32,7 +32,7 @@ from samsa.stores.blobstore.exceptions import (
 from samsa.stores.blobstore.factory import open_blob_store
 from samsa.stores.blobstore.index import DirIndex, FileIndex, SnapshotIndex
 from samsa.stores.blobstore.local import GcResult, LocalDirBlobStore
-from samsa.stores.blobstore.requests import check_blob_id
+from samsa.stores.blobstore.requests import check_blob_id, job_segment
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import ChangelogMarkerError
@@ -164,6 +164,13 @@ class StateRow:
     created_ms: int | None = None
     #: Why there is no snapshot detail (no checkpoint, an unreadable index...).
     note: str = ""
+    #: The whole error of an unreadable index: too long for the table, printed below it.
+    error: str = ""
+
+    @property
+    def problem(self) -> bool:
+        """The snapshot index the checkpoint names is missing or unreadable."""
+        return self.note.startswith((_MISSING_INDEX, _UNREADABLE_INDEX))
 
 
 def list_state(
@@ -241,12 +248,22 @@ def _snapshot_row(ref: SnapshotRef, store: BlobStoreManager | None, job_name: st
     except BlobDeletedError:
         return replace(row, note=_MISSING_INDEX)
     except BlobStoreError as e:
-        return replace(row, note=f"UNREADABLE: {e}")
+        return replace(row, note=f"{_UNREADABLE_INDEX} (error below the table)", error=str(e))
     files, size = index.dir_index.stats()
     return replace(row, files=files, bytes=size, created_ms=index.creation_time_ms)
 
 
 _MISSING_INDEX = "MISSING: the snapshot index is not in the blob store"
+_UNREADABLE_INDEX = "UNREADABLE"
+
+
+def state_problems(rows: Sequence[StateRow]) -> list[str]:
+    """A line per row whose snapshot index cannot be read, with its whole error (the table only marks it)."""
+    return [
+        f"task {r.task} store {r.store}: snapshot index {r.marker} is unreadable: {r.error}"
+        for r in rows
+        if r.error
+    ]
 
 
 def _changelog_text(marker: str, store: str) -> str:
@@ -722,12 +739,15 @@ class GcReport:
     result: GcResult
     dry_run: bool
     kept: tuple[str, ...] = ()
+    #: The first segment of the blob ids looked at (`job_segment`): the only blobs gc touched.
+    job: str = ""
 
     def lines(self, where: str) -> list[str]:
         r = self.result
         verb = "would delete" if self.dry_run else "deleted"
         lines = [
-            f"blob store {where}: {verb} {r.blobs_deleted} expired blob(s) never committed, "
+            f"blob store {where}, blobs of job {self.job} only (under {self.job}/; other jobs' blobs in the "
+            f"same dir are left alone): {verb} {r.blobs_deleted} expired blob(s) never committed, "
             f"{r.bytes_deleted} bytes"
         ]
         if not self.dry_run:
@@ -784,22 +804,28 @@ def _current_index(
 def gc_local(
     store: LocalDirBlobStore,
     referenced: Collection[str],
+    job_name: str,
+    job_id: str,
     dry_run: bool = False,
     now: float | None = None,
 ) -> GcReport:
-    """Deletes the blobs whose TTL expired (never committed), with `gc`'s leftovers of crashed writes.
+    """Deletes job `job_name` (id `job_id`)'s blobs whose TTL expired (never committed), with `gc`'s
+    leftovers of its crashed writes; other jobs' blobs in the same dir are never looked at.
 
     A blob in `referenced` (used by the last checkpoints) is made permanent instead, as the job's next
     start would: its commit's cleanup never ran. A dry run changes nothing and counts blobs only.
     """
+    # Only this job's checkpoints were read: another job's expired blobs may be its last snapshot (a crash
+    # before its cleanup), so they are selected by the whole first segment of their ids (`a` is not `a-b`).
+    job = job_segment(job_name, job_id)
     now = time.time() if now is None else now
-    expired = [b for b in store.list_blobs() if b.expires_at is not None and b.expires_at <= now]
+    expired = [b for b in store.list_blobs(job) if b.expires_at is not None and b.expires_at <= now]
     kept = sorted(b.blob_id for b in expired if b.blob_id in referenced)
     if dry_run:
         doomed = [b for b in expired if b.blob_id not in referenced]
-        return GcReport(GcResult(len(doomed), sum(b.size for b in doomed)), True, tuple(kept))
+        return GcReport(GcResult(len(doomed), sum(b.size for b in doomed)), True, tuple(kept), job)
     for blob_id in kept:
         log.warning("blob %s is expired but the last checkpoint uses it: making it permanent", blob_id)
-        meta = BlobMetadata(blob_id, -1, "", "", "", "")
+        meta = BlobMetadata(blob_id, -1, job_name, job_id, "", "")
         store.remove_ttl(blob_id, meta).result()
-    return GcReport(store.gc(now), False, tuple(kept))
+    return GcReport(store.gc(now, job), False, tuple(kept), job)

@@ -26,7 +26,12 @@ from faulty_proxy import FaultyProxy
 from moto_server import FAKE_ENVIRONMENT, plain_client
 
 from samsa.stores.blobstore.api import SNAPSHOT_INDEX_PATH, BlobMetadata
-from samsa.stores.blobstore.exceptions import BlobDeletedError, BlobStoreError, RetriableBlobError
+from samsa.stores.blobstore.exceptions import (
+    BlobDeletedError,
+    BlobStoreError,
+    BucketMissingError,
+    RetriableBlobError,
+)
 from samsa.stores.blobstore.factory import blob_store_admin
 from samsa.stores.blobstore.local import SIDECAR_SUFFIX, LocalDirBlobStore
 from samsa.stores.blobstore.s3 import TTL_TAG_KEY, S3BlobStore, S3BlobStoreAdmin
@@ -522,8 +527,10 @@ UNRELATED_RULE = {
 }
 
 
-def admin(bucket: str, endpoint: str, ttl_days: int = 30, prefix: str = PREFIX) -> S3BlobStoreAdmin:
-    return S3BlobStoreAdmin(bucket, prefix, ttl_days, endpoint_url=endpoint)
+def admin(
+    bucket: str, endpoint: str, ttl_days: int = 30, prefix: str = PREFIX, job: str = "job-1"
+) -> S3BlobStoreAdmin:
+    return S3BlobStoreAdmin(bucket, prefix, ttl_days, endpoint_url=endpoint, job=job)
 
 
 def rules(client: Any, bucket: str) -> dict[str, Any]:
@@ -541,7 +548,7 @@ def test_admin_adds_the_rule_and_keeps_the_others(s3_bucket: str, moto_endpoint:
     assert set(found) == {"archive-logs", first.rule_id}
     ours = found[first.rule_id]
     assert ours["Expiration"]["Days"] == 30 and ours["Status"] == "Enabled"
-    assert ours["Filter"]["And"]["Prefix"] == f"{PREFIX}/"
+    assert ours["Filter"]["And"]["Prefix"] == f"{PREFIX}/job-1/"
     assert ours["Filter"]["And"]["Tags"] == [{"Key": TTL_TAG_KEY, "Value": "true"}]
     assert found["archive-logs"]["Expiration"]["Days"] == 365
     first.validate_resources()
@@ -553,7 +560,9 @@ def test_admin_adds_the_rule_and_keeps_the_others(s3_bucket: str, moto_endpoint:
     found = rules(s3_client, s3_bucket)
     assert set(found) == {"archive-logs", first.rule_id, other.rule_id}
     assert found[first.rule_id]["Expiration"]["Days"] == 7
-    with pytest.raises(BlobStoreError, match=f"'{s3_bucket}'.*expires after 7 days, not blobstore TTL 30"):
+    with pytest.raises(
+        BlobStoreError, match=f"'{s3_bucket}'.*expires after 7 days, not blobstore.ttl.days=30"
+    ):
         first.validate_resources()
 
 
@@ -566,19 +575,19 @@ def test_admin_validate_fails_clearly_without_the_rule(
     s3_client.put_bucket_lifecycle_configuration(
         Bucket=s3_bucket, LifecycleConfiguration={"Rules": [UNRELATED_RULE]}
     )
-    with pytest.raises(BlobStoreError, match="create_resources"):
+    with pytest.raises(BlobStoreError, match="start the job once"):
         checker.validate_resources()
 
 
-def test_admin_creates_a_missing_bucket(moto_endpoint: str, s3_client: Any) -> None:
+def test_admin_refuses_a_missing_bucket(moto_endpoint: str, s3_client: Any) -> None:
     bucket = f"samsa-new-{uuid.uuid4().hex[:12]}"
     checker = admin(bucket, moto_endpoint)
-    with pytest.raises(BlobStoreError, match=f"bucket '{bucket}' does not exist"):
-        checker.validate_resources()
-    checker.create_resources()
-    checker.validate_resources()
-    s3_client.delete_bucket_lifecycle(Bucket=bucket)
-    s3_client.delete_bucket(Bucket=bucket)
+    for call in (checker.validate_resources, checker.create_resources):
+        with pytest.raises(
+            BucketMissingError, match=f"bucket '{bucket}' .*does not exist at {moto_endpoint}"
+        ):
+            call()
+    assert bucket not in {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
 
 
 # --- the faulty proxy itself --------------------------------------------------------------------------

@@ -343,12 +343,12 @@ def test_gc_deletes_only_expired_blobs_never_committed(store, transfer, clock, t
     before = {b.blob_id for b in store.list_blobs()}
     clock.now += TTL_S * 0.75  # the failed commit's blobs expired, the young upload's did not
 
-    dry = gc_local(store, set(), dry_run=True, now=clock.now)
+    dry = gc_local(store, set(), JOB, JOB_ID, dry_run=True, now=clock.now)
     assert (dry.result.blobs_deleted, dry.result.bytes_deleted) == (len(failed_blobs), failed_bytes)
     assert {b.blob_id for b in store.list_blobs()} == before, "a dry run deletes nothing"
     assert "would delete" in dry.lines("here")[0]
 
-    report = gc_local(store, set(), now=clock.now)
+    report = gc_local(store, set(), JOB, JOB_ID, now=clock.now)
     assert (report.result.blobs_deleted, report.result.bytes_deleted) == (len(failed_blobs), failed_bytes)
     assert {b.blob_id for b in store.list_blobs()} == before - failed_blobs
     refs = [
@@ -366,9 +366,9 @@ def test_gc_makes_expired_blobs_of_the_last_checkpoints_permanent(store, transfe
     assert used == {blob_id, *index.dir_index.present_blobs()} and not unreadable
     clock.now += 2 * TTL_S
 
-    dry = gc_local(store, used, dry_run=True, now=clock.now)
+    dry = gc_local(store, used, JOB, JOB_ID, dry_run=True, now=clock.now)
     assert dry.result.blobs_deleted == 0 and len(dry.kept) == len(used)
-    report = gc_local(store, used, now=clock.now)
+    report = gc_local(store, used, JOB, JOB_ID, now=clock.now)
     assert report.result.blobs_deleted == 0 and set(report.kept) == used
     assert all(b.expires_at is None for b in store.list_blobs())
     assert verify_snapshots(store, refs, JOB, JOB_ID).ok
