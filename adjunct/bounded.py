@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from samsa.adjunct.offsets import RecordMark
 from samsa.adjunct.versioned import VersionedStore
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 from samsa.stores.factory import StoreSpec, open_engine
@@ -38,8 +39,8 @@ class BoundedDatasetEngine(KeyValueStore[bytes, bytes]):
         """Where the stream is read from after a start: the start of the version still being built."""
         return self.versions.resume_offset
 
-    def seal(self, next_offset: int) -> int:
-        return self.versions.seal(next_offset)
+    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int:
+        return self.versions.seal(next_offset, mark)
 
     def get(self, key: bytes) -> bytes | None:
         return self._reader.get(key)

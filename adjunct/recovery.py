@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -26,14 +27,16 @@ def adjunct_start(
     max_staleness_ms: int,
     low: int,
     high: int,
+    changed: Callable[[], str | None] = lambda: None,
 ) -> AdjunctStart:
     """The seed's decision table, read so that no row is lost. Persistent store: none found -> a new one;
-    found but not valid (offsets file missing, older than `max_staleness_ms`, or its offset outside the
-    partition) -> re-created; found and valid -> continued from its own offset. A new or re-created store,
-    and an in-memory one, is empty: it is rebuilt from the oldest offset, since its rows depend on every
-    message of the stream. The seed's "continue from last offset" for a stream not marked bootstrap would
-    leave it holding only later changes; the bootstrap flag decides only whether processing waits for the
-    rebuild (the run loop's business), not where it starts."""
+    found but not valid (offsets file missing, older than `max_staleness_ms`, its offset outside the
+    partition, or `changed()` saying why the record before it is not the one the store read: the topic was
+    deleted and recreated) -> re-created; found and valid -> continued from its own offset. A new or
+    re-created store, and an in-memory one, is empty: it is rebuilt from the oldest offset, since its rows
+    depend on every message of the stream. The seed's "continue from last offset" for a stream not marked
+    bootstrap would leave it holding only later changes; the bootstrap flag decides only whether
+    processing waits for the rebuild (the run loop's business), not where it starts."""
     again = low
     how = (
         "bootstrapping from the oldest offset before other inputs are processed (samza.bootstrap)"
@@ -60,5 +63,15 @@ def adjunct_start(
             True,
             f"store's offset {stored_offset} is outside the partition's [{low}, {high}] (topic recreated or "
             f"records expired): re-created, {how}",
+        )
+    # Asked last: it reads a record from the broker. A recreated topic holding at least as many records
+    # as the store read passes the range check.
+    problem = changed()
+    if problem is not None:
+        return AdjunctStart(
+            again,
+            True,
+            f"{problem}: the topic is not the one the store was built from (deleted and recreated?): "
+            f"re-created, {how}",
         )
     return AdjunctStart(stored_offset, False, f"store valid: continuing from its offset {stored_offset}")

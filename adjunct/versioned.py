@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from samsa.adjunct.offsets import RecordMark
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore, LayeredSnapshot, ReplayedSnapshot
 from samsa.stores.checkpoint_dirs import fsync_dir, read_checked_json, write_checked_json
 from samsa.stores.exceptions import ReadOnlyStoreError, StoreClosedError, StoreError
@@ -58,6 +59,9 @@ class _Pointer:
     #: The version being built and the offset its build started from (None: the stream's beginning).
     building: int | None = None
     building_start: int | None = None
+    #: The end-of-dataset marker before `next_start`, as read: a restart checks that the topic still holds
+    #: it (a recreated topic holds other records there). None in the pointers of an older Samsa.
+    next_mark: RecordMark | None = None
 
 
 class VersionedStore:
@@ -94,6 +98,21 @@ class VersionedStore:
         return self._pointer.sealed
 
     @property
+    def next_mark(self) -> RecordMark | None:
+        """The mark of the end-of-dataset marker just before `resume_offset`, when recorded."""
+        pointer = self._pointer
+        return pointer.next_mark if pointer.next_start is not None else None
+
+    def rebuild_next_from_start(self) -> None:
+        """Builds the next version from the stream's beginning: its topic is not the one the sealed version
+        was read from (deleted and recreated). The sealed version is served until the next one is sealed."""
+        self._check_open()
+        self._pointer = replace(
+            self._pointer, next_start=None, next_mark=None, building=None, building_start=None
+        )
+        _save_pointer(self.root, self._pointer)
+
+    @property
     def resume_offset(self) -> int | None:
         """Offset to re-read the stream from after a restart: where the unfinished (or next) build starts.
 
@@ -118,10 +137,11 @@ class VersionedStore:
         building = self._building or self._start_build()
         building.engine.put_all(entries)
 
-    def seal(self, next_offset: int) -> int:
+    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int:
         """Seal the version being built (an empty one if nothing was written) and switch readers to it.
 
-        `next_offset` is where the next build starts (the offset after the end-of-dataset marker).
+        `next_offset` is where the next build starts (the offset after the end-of-dataset marker, whose
+        `mark` a restart checks).
         Returns the sealed version's number. A marker replayed from before the current build (its
         `next_offset` not beyond the last seal's) changes nothing and returns the sealed version.
         """
@@ -145,7 +165,7 @@ class VersionedStore:
         # The pointer must never name a dir whose entry a power loss could still take away.
         fsync_dir(building.path)
         fsync_dir(self.root)
-        sealed = _Pointer(sealed=building.number, next_start=next_offset)
+        sealed = _Pointer(sealed=building.number, next_start=next_offset, next_mark=mark)
         _save_pointer(self.root, sealed)  # the switch point: a restart now serves the new version
         self._pointer = sealed
         self._building = None
@@ -487,6 +507,7 @@ def _save_pointer(root: Path, pointer: _Pointer) -> None:
         "next-build-start": pointer.next_start,
         "building-version": pointer.building,
         "building-start": pointer.building_start,
+        "next-build-start-mark": None if pointer.next_mark is None else pointer.next_mark.to_json(),
     }
     write_checked_json(root / POINTER_FILE, payload)
 
@@ -504,7 +525,15 @@ def _parse_pointer(document: dict[str, Any], path: Path, root: Path) -> _Pointer
     fields = [document.get(name) for name in names]
     if not all(value is None or (isinstance(value, int) and not isinstance(value, bool)) for value in fields):
         return None
-    return _Pointer(*fields)
+    # Absent from an older Samsa's pointer, or unreadable: nothing to check at the restart.
+    sealed, next_start, building, building_start = fields
+    return _Pointer(
+        sealed,
+        next_start,
+        building,
+        building_start,
+        RecordMark.from_json(document.get("next-build-start-mark")),
+    )
 
 
 def _version_dirs(root: Path) -> list[tuple[int, Path]]:

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
 from samsa.adjunct.extractors import Entry, EnvelopeExtractor, KeyValueExtractor
+from samsa.adjunct.offsets import RecordMark
 from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import RestoreProgress
@@ -81,7 +82,10 @@ class AdjunctWriter:
                 self._put(entries, envelope.offset - 1)
                 entries = []
                 self._writer.flush()  # every record of the version reaches it before the seal
-                version = self._bounded.seal(envelope.offset + 1)
+                # The marker's mark: a restart checks the topic still holds it (not recreated since).
+                stamp = envelope.timestamp
+                mark = None if stamp is None else RecordMark(envelope.offset, stamp)
+                version = self._bounded.seal(envelope.offset + 1, mark)
                 log.info("adjunct store %s of %s: version %d sealed", self.store, self.task, version)
                 continue
             entries.extend(found)

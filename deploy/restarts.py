@@ -6,7 +6,7 @@ from collections import deque
 
 from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.exceptions import InvalidConfigError
-from samsa.runtime.exceptions import ContainerAlreadyRunningError
+from samsa.runtime.exceptions import ContainerAlreadyRunningError, MessageDeserializationError
 
 # Restarts are counted over this window against the deployment's max.restarts.
 RESTART_WINDOW_S = 600.0
@@ -21,6 +21,11 @@ FENCED_EXIT = 79
 # copy still running): every restart is refused the same way while that one runs, so a supervisor ends the
 # job instead of restarting it in a loop.
 ALREADY_RUNNING_EXIT = 80
+# Exit status of a container stopped on an input record it cannot take under
+# task.deserialization.error.policy=fail (sysexits' EX_DATAERR): one that does not decode, an adjunct
+# stream's record yielding nothing to store, a record without the exactly-once header on an intermediate
+# stream. Its offset is not checkpointed, so every restart meets the same record: a supervisor ends the job.
+BAD_RECORD_EXIT = 65
 #: Exit statuses of a container that a restart cannot mend, with what a supervisor says before it stops.
 NO_RESTART = {
     CONFIG_ERROR_EXIT: "stopped on a configuration error (its log above says what to fix); a restart would "
@@ -31,6 +36,10 @@ NO_RESTART = {
     ALREADY_RUNNING_EXIT: "was refused: another process on this machine runs it (its log above names the pid "
     "holding the lock); a restart would be refused the same way, so this job stops. Stop that process (a "
     "copy left by an earlier run), then start the job again",
+    BAD_RECORD_EXIT: "stopped on an input record it cannot take (its log above names the topic, partition "
+    "and offset, and why); the record's offset is not checkpointed, so a restart would meet it again and "
+    "this job stops. Set task.deserialization.error.policy to skip or dlq to get past it, or fix what reads "
+    "it (the serde, the adjunct store's extractor) or the producer, then start the job again",
 }
 # Backoff before restarting a crashed container: doubles per recent crash, capped.
 _BACKOFF_START_S = 0.5
@@ -62,7 +71,9 @@ class RestartBudget:
 def unmendable_exit(error: BaseException) -> int | None:
     """The exit status of a container failure that a restart cannot mend, from the error or its causes: a
     configuration error (the init() of a task asking for an undefined store counts as one), a fence by a
-    newer start of the container, its lock held by another process here; None for any other failure."""
+    newer start of the container, its lock held by another process here, an input record it cannot take
+    under the `fail` bad-message policy; None for any other failure (a broker or schema-registry outage, a
+    task's process() raising: a restart may mend those)."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
@@ -72,6 +83,8 @@ def unmendable_exit(error: BaseException) -> int | None:
             return FENCED_EXIT
         if isinstance(cause, ContainerAlreadyRunningError):
             return ALREADY_RUNNING_EXIT
+        if isinstance(cause, MessageDeserializationError):
+            return BAD_RECORD_EXIT
         seen.add(id(cause))
         cause = cause.__cause__
     return None

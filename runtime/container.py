@@ -26,7 +26,7 @@ from samsa.adjunct.manager import (
     checked,
     manager_factory,
 )
-from samsa.adjunct.offsets import StoredOffsets, read_offsets, write_offsets
+from samsa.adjunct.offsets import RecordMark, StoredOffsets, mark_problem, read_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.commit import wait_all
@@ -35,6 +35,7 @@ from samsa.checkpoint.faults import SimulatedCrash
 from samsa.checkpoint.model import AnyCheckpoint
 from samsa.checkpoint.starts import ContainerStart, StartWatch, fenced_message
 from samsa.checkpoint.versions import checkpoint_versions
+from samsa.exactly_once.exceptions import ProtocolError
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
 from samsa.runtime import metrics as m
 from samsa.runtime import validation
@@ -185,6 +186,10 @@ class Container:
         self._bootstrap_reporter: RestoreReporter | None = None
         #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
         self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
+        #: Adjunct store partitions -> the mark of the last record their store read (`record_offsets`).
+        self._adjunct_marks: dict[SystemStreamPartition, RecordMark] = {}
+        #: Adjunct store partitions -> their buffer (its last message is the record to mark).
+        self._adjunct_buffers: dict[SystemStreamPartition, PartitionBuffer] = {}
         self._manager_factory: AdjunctManagerFactory | None = None
         #: `job.processing.guarantee=exactly_once`: the tasks' versions, aligners and transactions.
         self._eos: ExactlyOnceTasks | None = None
@@ -261,7 +266,7 @@ class Container:
                 engine = storage.context.engines.get(store) if store else None
                 if isinstance(engine, BoundedDatasetEngine):
                     # The version still being built is read again from its start (or the whole stream).
-                    resume = engine.resume_offset
+                    resume = self._bounded_resume(tm.name, ssp, engine)
                     low, _ = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
                     start = low if resume is None else max(resume, low)
                 if start is not None:
@@ -335,6 +340,8 @@ class Container:
                 for ssp, decision in decisions.items():
                     log.info("adjunct store %s of %s (%s): %s", store, tm.name, ssp, decision.note)
                     starts[ssp] = decision.offset
+                    if wipe is None and stored is not None and ssp in stored.marks:
+                        self._adjunct_marks[ssp] = stored.marks[ssp]  # kept until a record is read
         return starts
 
     def _adjunct_start(
@@ -346,7 +353,9 @@ class Container:
         max_staleness_ms: int,
         now_ms: float,
     ) -> AdjunctStart:
-        low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+        consumer = self._consumers[ssp.system]
+        low, high = consumer.watermarks((ssp.stream, ssp.partition))
+        mark = stored.marks.get(ssp) if stored else None
         return adjunct_start(
             persistent=persistent,
             bootstrap=self.job.stream(ssp.system_stream).bootstrap,
@@ -357,7 +366,33 @@ class Container:
             max_staleness_ms=max_staleness_ms,
             low=low,
             high=high,
+            changed=lambda: None if mark is None else mark_problem(consumer, ssp, mark),
         )
+
+    def _bounded_resume(
+        self, task: str, ssp: SystemStreamPartition, engine: BoundedDatasetEngine
+    ) -> int | None:
+        """Where a bounded dataset's stream is read from: where its next version starts, unless the record
+        before that (the last version's end marker) is not in the topic any more as it was read (the topic
+        was deleted and recreated): then from the stream's oldest offset, the sealed version served until
+        the new topic's first dataset is sealed."""
+        mark = engine.versions.next_mark
+        if mark is not None and engine.resume_offset == mark.offset + 1:
+            problem = mark_problem(self._consumers[ssp.system], ssp, mark)
+            if problem is not None:
+                log.warning(
+                    "adjunct store %s of %s (%s): %s: the topic is not the one its version %s was read from "
+                    "(deleted and recreated?); reading the next version from the oldest offset, version %s "
+                    "served until it is sealed",
+                    engine.name,
+                    task,
+                    ssp,
+                    problem,
+                    engine.versions.sealed_version,
+                    engine.versions.sealed_version,
+                )
+                engine.versions.rebuild_next_from_start()
+        return engine.resume_offset
 
     def _adjunct_handler(self, ti: TaskInstance, store: str) -> AdjunctManager:
         """Writes the messages of an adjunct stream into its store instead of `process`, through the
@@ -398,7 +433,8 @@ class Container:
             def record_offsets() -> None:
                 # After the store's flush: the file never claims more than the store holds.
                 if all(ssp in ti.offsets for ssp in ssps):
-                    write_offsets(store_dir, {ssp: ti.offsets[ssp] for ssp in ssps})
+                    offsets = {ssp: ti.offsets[ssp] for ssp in ssps}
+                    write_offsets(store_dir, offsets, self._marks(offsets))
 
             ti.storage.after_flush.append(record_offsets)
         writer = ti.storage.writers[store]
@@ -411,6 +447,24 @@ class Container:
                 # The stream's bytes are the store's bytes: decoding and encoding them again changes nothing.
                 manager.write_raw_to(writer.inner)
         return checked(manager, self.job.config.value(MANAGER_FACTORY_KEY))
+
+    def _marks(self, offsets: dict[SystemStreamPartition, int]) -> dict[SystemStreamPartition, RecordMark]:
+        """The mark of the record before each offset, of the partitions that have one: the last message
+        read, or the mark the store's offsets file had when nothing was read since the start."""
+        marks = {}
+        for ssp, offset in offsets.items():
+            buf = self._adjunct_buffers.get(ssp)
+            last = buf.last if buf is not None else None
+            mark = self._adjunct_marks.get(ssp)
+            if (
+                last is not None
+                and last.offset() == offset - 1
+                and (mark is None or mark.offset != offset - 1)
+            ):
+                mark = self._adjunct_marks[ssp] = RecordMark.of(last)
+            if mark is not None and mark.offset == offset - 1:
+                marks[ssp] = mark
+        return marks
 
     def _start_offsets(
         self,
@@ -461,6 +515,7 @@ class Container:
                 store = self._adjunct_store_of(ssp)
                 if store is not None:
                     buf.handler = handlers[store]
+                    self._adjunct_buffers[ssp] = buf
                 elif ssp in self.job.broadcast:
                     buf.tasks = (ti,)
                 sources.setdefault(ssp.system, {})[buf.tp] = buf
@@ -551,6 +606,9 @@ class Container:
         if isinstance(error, ExtractionError):
             # An adjunct stream's message that decodes but yields nothing to store (a bad CDC event).
             reason, fix = error.reason, "the producer or the store's adstore.key.value.extractor.factory"
+        elif isinstance(error, ProtocolError):
+            # An intermediate stream's record without the exactly-once header (a stray producer's).
+            reason, fix = error.problem, "the producer"
         else:
             serde, serde_name = (
                 (buf.key_serde, buf.key_serde_name) if part == "key" else (buf.msg_serde, buf.msg_serde_name)

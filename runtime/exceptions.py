@@ -26,7 +26,9 @@ class UserCodeError(TaskError):
 
 
 class MessageDeserializationError(RuntimeSamsaError):
-    """An input message could not be deserialized under the `fail` policy."""
+    """An input record the task cannot take under the `fail` bad-message policy (it does not decode, an
+    adjunct stream's record yields nothing to store, an intermediate stream's record lacks the exactly-once
+    header): its offset is not checkpointed, so a restart meets it again."""
 
 
 class JobModelError(RuntimeSamsaError):

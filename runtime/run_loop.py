@@ -81,6 +81,7 @@ class PartitionBuffer:
         "key_from",
         "key_serde",
         "key_serde_name",
+        "last",
         "messages",
         "msg_from",
         "msg_serde",
@@ -116,6 +117,9 @@ class PartitionBuffer:
         self.bootstrap = bootstrap
         #: Takes the partition's messages instead of the task's `process` (an adjunct store's stream).
         self.handler: StoreWriter | None = None
+        #: The last message handed to `handler` (the record before the task's offset): its mark goes in
+        #: the adjunct store's offsets file.
+        self.last: RawMessage | None = None
         #: A broadcast partition read once for several tasks: every message goes to each of them (`task`
         #: is the first), each from its own offset.
         self.tasks: tuple[TaskInstance, ...] | None = None
@@ -159,6 +163,18 @@ def _not_intermediate(buf: PartitionBuffer, msg: RawMessage) -> ProtocolError:
         topic=stream,
         partition=msg.partition(),
         offset=msg.offset(),
+    )
+
+
+def _untagged(ssp: SystemStreamPartition, offset: int) -> ProtocolError:
+    """A record without the exactly-once header on an intermediate input: not a record of the protocol."""
+    return ProtocolError(
+        f"a record without the {HEADER} header on intermediate stream {ssp.system}.{ssp.stream}: only "
+        "exactly-once Samsa jobs may write it; send other producers' records to a stream not marked "
+        "samza.intermediate",
+        topic=ssp.stream,
+        partition=ssp.partition,
+        offset=offset,
     )
 
 
@@ -448,7 +464,8 @@ class RunLoop:
     def _process_eos(self, buf: PartitionBuffer, limit: int) -> None:
         """Up to `limit` records of an exactly-once task's intermediate input, each through its aligner:
         processed, buffered on disk for a later version, or dropped; markers and restore commands drive
-        the versions. No record without the exactly-once header gets through."""
+        the versions. A record without the exactly-once header goes to the bad-message policy, never to
+        process or the aligner."""
         ti = buf.task
         eos = ti.eos
         assert eos is not None and eos.aligner is not None and eos.buffer is not None
@@ -467,14 +484,13 @@ class RunLoop:
                 offset = msg.offset()
                 tag = classify_message(msg)
                 if tag is None:
-                    raise ProtocolError(
-                        f"a record without the {HEADER} header on intermediate stream "
-                        f"{ssp.system}.{ssp.stream}: only exactly-once Samsa jobs may write it; send other "
-                        "producers' records to a stream not marked samza.intermediate",
-                        topic=ssp.stream,
-                        partition=ssp.partition,
-                        offset=offset,
-                    )
+                    # A stray producer's record: a bad message like one that does not decode (fail stops
+                    # the task here, unread). Skipped or sent to the dead-letter stream, it is passed over
+                    # like a control record: it carries no version, so the aligner never sees it.
+                    self._on_bad_message(buf, msg, "record", _untagged(ssp, offset))
+                    pos += 1
+                    ti.offsets[ssp] = offset + 1
+                    continue
                 if type(tag) is RecordTag:
                     if (ebuf.over_limit or ssp in eos.reread) and (ahead := self._ahead(buf, tag)):
                         if ssp not in eos.reread and ssp not in eos.rereading and self._hold(buf):
@@ -704,6 +720,7 @@ class RunLoop:
         self._buffered -= len(msgs) - first
         if last >= 0:
             buf.task.offsets[buf.ssp] = last + 1
+            buf.last = msgs[-1]
         buf.task.processed.inc(len(envelopes))
 
     def _write_envelopes(
@@ -776,6 +793,7 @@ class RunLoop:
         buf.pos = len(buf.messages)
         self._buffered -= len(chunk)
         buf.task.offsets[buf.ssp] = chunk[-1].offset() + 1
+        buf.last = chunk[-1]
         buf.task.processed.inc(len(chunk))
         return True
 

@@ -137,7 +137,7 @@ def test_the_built_in_writer_writes_nothing_of_a_chunk_holding_a_message_it_cann
         offset = -1
         sealed: list[int] = []
 
-        def seal(self, next_offset: int) -> int:
+        def seal(self, next_offset: int, mark: object = None) -> int:
             self.sealed.append(next_offset)
             return len(self.sealed)
 
