@@ -575,7 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _error_status(args: argparse.Namespace, error: BaseException) -> int:
     """2; a single container whose failure a restart cannot mend exits with that failure's status instead
     (`unmendable_exit`: a configuration error, a fence by a newer start of itself, its lock held by another
-    process here), which ends its supervisor's job rather than restarting it."""
+    process here, an input record it cannot take under the `fail` policy), which ends its supervisor's job
+    rather than restarting it."""
     if getattr(args, "container_id", None) is None:
         return 2
     return unmendable_exit(error) or 2
