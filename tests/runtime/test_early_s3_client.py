@@ -133,6 +133,25 @@ def test_only_jobs_backed_up_to_s3_make_a_client_early(tmp_path: Path) -> None:
     pending.discard()
 
 
+def s3_counts_job(job_config: Any, words: str, out: str, bucket: str, endpoint: str) -> dict[str, str]:
+    """The counting job over `words`, its counts store backed up to S3 only (moto at `endpoint`)."""
+    return job_config(
+        f"kafka.{words}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
+            "stores.counts.factory": "rocksdb",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "long",
+            "stores.counts.backup.factories": "blobstore",
+            "blobstore.s3.bucket": bucket,
+            "blobstore.s3.endpoint.url": endpoint,
+            "blobstore.s3.region": "us-east-1",
+        },
+    )
+
+
 def test_a_container_restores_with_the_client_made_while_it_read_its_checkpoints(
     job_config: Any,
     topics: Any,
@@ -153,21 +172,7 @@ def test_a_container_restores_with_the_client_made_while_it_read_its_checkpoints
 
     monkeypatch.setattr(s3_module, "make_client", recording)
     words, out = topics(2), topics(2)
-    config = job_config(
-        f"kafka.{words}",
-        out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.backup.factories": "blobstore",
-            "blobstore.s3.bucket": s3_bucket,
-            "blobstore.s3.endpoint.url": moto_endpoint,
-            "blobstore.s3.region": "us-east-1",
-        },
-    )
+    config = s3_counts_job(job_config, words, out, s3_bucket, moto_endpoint)
     sent = WORDS[:5] * 20
     produce(words, [(w, w) for w in sent])
     run_job({**config, "job.logged.store.base.dir": str(tmp_path / "host-1")})
@@ -217,21 +222,7 @@ def test_samsa_run_container_hands_the_client_it_started_making_to_the_container
 
     monkeypatch.setattr(container_module, "early_s3_client", not_again)
     words, out = topics(1), topics(1)
-    config = job_config(
-        f"kafka.{words}",
-        out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.backup.factories": "blobstore",
-            "blobstore.s3.bucket": s3_bucket,
-            "blobstore.s3.endpoint.url": moto_endpoint,
-            "blobstore.s3.region": "us-east-1",
-        },
-    )
+    config = s3_counts_job(job_config, words, out, s3_bucket, moto_endpoint)
     produce(words, [(w, w) for w in WORDS[:3]])
     job_file = tmp_path / "job.yaml"  # YAML holds JSON
     job_file.write_text(json.dumps(config))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blob_clock import Clock
 from count_job import WORDS, count_job
 from job_fixtures import job_config, produce, run_job, subprocess_env
 
@@ -36,14 +37,6 @@ from samsa.stores.blobstore.transfer import BlobTransfer
 __all__ = ["job_config", "produce", "run_job", "subprocess_env"]
 
 TTL_S = 3600.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

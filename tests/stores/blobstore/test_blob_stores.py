@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
+from blob_clock import Clock
 from blob_ledger import LedgerBlobStore
 from faulty_proxy import FaultyProxy
 from moto_server import FAKE_ENVIRONMENT, plain_client
@@ -45,14 +46,6 @@ MIB = 1 << 20
 
 def metadata(path: str = "000012.sst", store: str = "counts", task: str = "Partition 3") -> BlobMetadata:
     return BlobMetadata(path, -1, "wordcount", "1", task, store)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from blob_clock import Clock
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
@@ -45,14 +46,6 @@ from samsa.streams import SystemStream, SystemStreamPartition
 JOB, JOB_ID = "counts-job", "1"
 CHUNK = 1024
 TTL_S = 3600.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
