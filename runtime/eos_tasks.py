@@ -187,7 +187,7 @@ class ExactlyOnceTasks:
 
     def schedule(self, ti: TaskInstance) -> None:
         """Sets the task's next commit timer, by the container's clock (maybe virtual). A source task's
-        fires on the clock's next version boundary: every source task of every job then cuts a version at
+        fires on the version clock's next multiple of task.commit.ms: every source task then cuts a version at
         about the same moment, so a downstream barrier waits for the skew between their clocks, not for up
         to a whole interval between timers started at different times."""
         interval = ti.commit_interval
@@ -211,8 +211,14 @@ class ExactlyOnceTasks:
             self.commit(ti, advance=True)
 
     def _clock_version(self) -> int:
-        interval = self.job.commit_ms
-        return int(self._version_clock() * 1000 // interval) if interval > 0 else 0
+        """The clock's version: its last multiple of task.commit.ms, in milliseconds."""
+        # In milliseconds whatever the interval, so that jobs with different task.commit.ms sharing an
+        # intermediate stream number versions alike (counted in intervals, a 1 s job's versions ran 5x ahead
+        # of a 5 s job's, and their downstream waited ever longer for the slow job's clock to reach the fast
+        # one's records). Rounded down to the interval, so that the tasks cutting on one timer boundary,
+        # a few ms apart, cut the same version: their downstream aligns it at once.
+        step = self.job.commit_ms
+        return int(self._version_clock() * 1000) // step * step if step > 0 else 0
 
     def abort_open(self, ti: TaskInstance) -> None:
         """At a stop without a cut (an aligned task between barriers): its open version's sink records go;
