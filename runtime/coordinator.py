@@ -160,11 +160,17 @@ class JobCoordinator:
         check_broadcast_stores(self.job, counts)
         self.create_resources()
         model = build_job_model(counts, self.job.container_count, self.job.broadcast)
-        # state builds on this module's client settings
+        # state and state_placement build on this module's client settings
         from samsa.runtime.state import changelog_partitions, create_changelogs
+        from samsa.runtime.state_placement import check_state_placement
 
-        create_changelogs(self.job, changelog_partitions(model))
         stored = self.read_model()
+        if stored is not None and stored != model:
+            # Before the changelogs are checked (a grown task count would fail there, naming only the
+            # changelog's size) and before the old model's containers are fenced: a refused start touches
+            # nothing. A job without durable stores goes on with the new model.
+            check_state_placement(self.job, stored, model)
+        create_changelogs(self.job, changelog_partitions(model))
         # The whole model, not just its fingerprint: a model stored by an older Samsa may group the same
         # inputs otherwise (it left every partition of a broadcast stream out of the tasks).
         if stored != model:

@@ -1,5 +1,7 @@
 """Errors raised by the runtime: configuration, tasks, containers and the job model."""
 
+from collections.abc import Collection, Mapping
+
 from samsa.exceptions import InvalidConfigError, SamsaError
 
 
@@ -42,3 +44,46 @@ class ContainerError(RuntimeSamsaError):
 class ContainerAlreadyRunningError(ContainerError):
     """Another process on this machine holds the container's lock: a restart here is refused the same way
     for as long as that one runs, so a supervisor ends the job instead of restarting it in a loop."""
+
+
+class StateKeysMovedError(RuntimeSamsaError, InvalidConfigError):
+    """An input grouped into tasks has another partition count than in the job model published before, while
+    a store keeps per-task state across starts in a changelog holding data: the new count moved keys to
+    other tasks, away from their state. A restart meets it again: a config-like error, not restarted."""
+
+    def __init__(
+        self,
+        job: str,
+        changes: Mapping[str, tuple[int, int]],
+        changelogs: Mapping[str, str],
+        blob_backed: Collection[str],
+        store_dirs: str,
+    ) -> None:
+        self.job = job
+        #: `system.stream` -> (its partition count in the published job model, its count now).
+        self.changes = dict(changes)
+        #: store -> its changelog (`system.stream`), each holding data.
+        self.changelogs = dict(changelogs)
+        listed = ", ".join(f"{ss}: {was} -> {now} partitions" for ss, (was, now) in self.changes.items())
+        stores = ", ".join(f"store {s!r} (changelog {log})" for s, log in self.changelogs.items())
+        topics = ", ".join(log.split(".", 1)[1] for log in self.changelogs.values())
+        blob = sorted(blob_backed)
+        also_blob = (
+            f"; store(s) {', '.join(repr(s) for s in blob)} are backed up to the blob store too, whose "
+            "checkpoints name snapshots of the old counts: start those over under a new job.id as well "
+            "(no checkpoints, no state; inputs start at samza.offset.default)"
+            if blob
+            else ""
+        )
+        super().__init__(
+            f"job {job}: input partition counts changed since its job model was published ({listed}, "
+            f"model -> now), and {stores} keep(s) state per task. A key's task follows from the partition "
+            "counts, so keys moved to other tasks, and the state of each would stay in a task its messages "
+            "no longer reach (its state split across tasks): the start is refused; nothing was published, "
+            "restored or committed. To go on, either keep the inputs' partition counts (a new topic with the "
+            "old count, producers moved to it, task.inputs pointed at it), or start the state over for the "
+            f"new count (the state is lost): delete changelog topic(s) {topics} and the stores' local "
+            f"directories ({store_dirs}, on every host that ran the job){also_blob}, then start the job and "
+            "rebuild the state from its source (docs/state-bootstrap.md). See docs/running.md (input "
+            "partitions added)"
+        )
