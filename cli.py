@@ -19,10 +19,12 @@ from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.user_errors import explain
-from samsa.streams import SystemStreamPartition
+from samsa.streams import SystemStream, SystemStreamPartition
 
 if TYPE_CHECKING:
     from samsa.checkpoint.model import AnyCheckpoint
+    from samsa.checkpoint.starts import ContainerStart
+    from samsa.kafka.message import Headers
     from samsa.stores.blobstore.settings import BlobStoreSettings
 
 log = logging.getLogger("samsa")
@@ -424,6 +426,133 @@ def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eos_retire(args: argparse.Namespace) -> int:
+    import time
+
+    from samsa.checkpoint.kafka_manager import choose
+    from samsa.checkpoint.tool import live_containers, require_checkpoints
+    from samsa.checkpoint.versions import checkpoint_versions
+    from samsa.exactly_once.retire import Activity, check_stopped, default_quiet_ms, retired_records, retirees
+    from samsa.runtime.container import pid_dir
+    from samsa.runtime.coordinator import JobCoordinator, checkpoint_manager
+
+    job = _load(args)
+    outputs = [ss for ss in job.outputs if job.intermediate(ss)]
+    if not job.exactly_once or not outputs:
+        raise ConfigError(
+            f"job {job.job_key} writes no intermediate stream under exactly-once (job.processing.guarantee="
+            "exactly_once, task.outputs naming a stream with systems.<system>.streams.<stream>.samza."
+            "intermediate: true): no downstream job waits for its producers; give the gone job's own config"
+        )
+    manager = checkpoint_manager(job)
+    require_checkpoints(manager, job.name, job.id, "nothing to retire")
+    reads = checkpoint_versions(job.config)[1]
+
+    def last_checkpoints() -> dict[str, tuple[AnyCheckpoint, int | None]]:
+        out = {}
+        for task, records in manager.read_records(reads).items():
+            chosen = choose(list(records.values()), reads, manager.live_max_age_ms)
+            if chosen is not None:
+                out[task] = (chosen.checkpoint, chosen.timestamp)
+        return out
+
+    chosen = retirees(job.name, job.id, last_checkpoints(), args.task or ())
+    model = JobCoordinator(job).read_model()
+    activity = Activity(
+        now_ms=int(time.time() * 1000),
+        quiet_ms=default_quiet_ms(job.commit_ms) if args.quiet_ms is None else args.quiet_ms,
+        # "container-<id> (pid <pid>)", as the pid files are named.
+        live_here={c.split(" ", 1)[0].removeprefix("container-"): c for c in live_containers(pid_dir(job))},
+        starts=_container_starts(job),
+        model=None if model is None else {c.id: frozenset(t.name for t in c.tasks) for c in model.containers},
+    )
+    for doubt in check_stopped(job.job_key, chosen, activity, args.force):
+        print(f"--force: going on although {doubt}")
+    _fence_tasks(job, [r.task for r in chosen])
+    # Read again once fenced: no start of these tasks can commit any more, so these versions are final.
+    chosen = retirees(job.name, job.id, last_checkpoints(), [r.task for r in chosen])
+    counts = _stream_partitions(job, outputs)
+    records = retired_records(chosen, counts)
+    _send_records(job, records)
+    streams = ", ".join(f"{ss} ({n} partitions)" for ss, n in sorted(counts.items()))
+    print(f"retired {len(chosen)} task(s) of job {job.job_key}: {len(records)} retired records on {streams}")
+    for r in sorted(chosen, key=lambda r: _task_order(r.task)):
+        print(
+            f"  {r.task}: producer {r.producer.name} (id {r.producer.id}), generation {r.generation}, "
+            f"last committed version {r.version}"
+        )
+    print(
+        "downstream jobs stop waiting for these producers as they read the records; do not start them again"
+    )
+    return 0
+
+
+def _fence_tasks(job: JobConfig, tasks: Sequence[str]) -> None:
+    """Registers each exactly-once task's transactional id: a start of it still running anywhere is fenced
+    (its open transaction aborted, its next checkpoint refused)."""
+    from samsa.kafka import KafkaProducer
+    from samsa.runtime.coordinator import checkpoint_system, client_config
+    from samsa.runtime.eos_tasks import transactional_id
+
+    config = client_config(job, checkpoint_system(job), "producer")
+    for task in tasks:
+        fence = KafkaProducer({**config, "transactional.id": transactional_id(job, task)})
+        try:
+            fence.init_transactions()
+        finally:
+            fence.close()
+
+
+def _send_records(job: JobConfig, records: Sequence[tuple[SystemStream, int, bytes, Headers]]) -> None:
+    """Sends each (stream, partition, value, headers) with a null key and waits until all are written."""
+    from samsa.kafka import KafkaProducer
+    from samsa.runtime.coordinator import client_config
+
+    producers: dict[str, KafkaProducer] = {}
+    try:
+        for stream, partition, value, headers in records:
+            producer = producers.get(stream.system) or producers.setdefault(
+                stream.system, KafkaProducer(client_config(job, stream.system, "producer"))
+            )
+            producer.send(stream.stream, value, None, partition, headers)
+    finally:
+        for producer in producers.values():
+            producer.close()
+
+
+def _container_starts(job: JobConfig) -> list[ContainerStart]:
+    """The newest start record of each container of the job (its coordinator topic)."""
+    from samsa.checkpoint.compacted_log import read_latest
+    from samsa.checkpoint.starts import ContainerStart
+    from samsa.runtime.coordinator import checkpoint_system, client_config, coordinator_topic
+
+    # Uncommitted records too: a start record is written in its start's transaction.
+    config = {**client_config(job, checkpoint_system(job)), "isolation.level": "read_uncommitted"}
+    starts = [ContainerStart.decode(r.value) for r in read_latest(config, coordinator_topic(job)) if r.value]
+    return [s for s in starts if s is not None]
+
+
+def _stream_partitions(job: JobConfig, streams: Sequence[SystemStream]) -> dict[SystemStream, int]:
+    """Partition count of each stream; a missing one fails naming it."""
+    from samsa.kafka import KafkaAdmin
+    from samsa.runtime.coordinator import client_config
+
+    out: dict[SystemStream, int] = {}
+    for system in sorted({ss.system for ss in streams}):
+        wanted = [ss for ss in streams if ss.system == system]
+        with KafkaAdmin(client_config(job, system)) as admin:
+            counts = admin.partition_counts(ss.stream for ss in wanted)
+        for ss in wanted:
+            count = counts.get(ss.stream)
+            if not count:
+                raise SamsaError(
+                    f"job {job.job_key}: its intermediate output {ss} does not exist: no downstream job can "
+                    "be waiting on it (check task.outputs)"
+                )
+            out[ss] = count
+    return out
+
+
 def _task_order(name: str) -> tuple[int, str]:
     tail = name.rsplit(" ", 1)[-1]
     return (int(tail), name) if tail.isdigit() else (sys.maxsize, name)
@@ -548,6 +677,30 @@ def _parser() -> argparse.ArgumentParser:
     job_args(gc)
     gc.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     gc.set_defaults(func=_cmd_blobstore_gc)
+
+    eos = sub.add_parser("eos", help="exactly-once pipelines")
+    es = eos.add_subparsers(dest="eos_cmd", required=True)
+    retire = es.add_parser(
+        "retire",
+        help="tell downstream jobs that an upstream job (or some of its tasks) is gone for good: they stop "
+        "waiting for its markers",
+    )
+    job_args(retire)
+    retire.add_argument(
+        "--task", action="append", help="only this task (repeatable): the tasks a shrink of the job removed"
+    )
+    retire.add_argument(
+        "--force",
+        action="store_true",
+        help="retire although the job may still run (recent checkpoints or starts, or no way to tell)",
+    )
+    retire.add_argument(
+        "--quiet-ms",
+        type=int,
+        help="how long its checkpoints and starts must be quiet for the job to count as stopped (default: "
+        "10 commit intervals, at least 60000)",
+    )
+    retire.set_defaults(func=_cmd_eos_retire)
     return parser
 
 

@@ -42,13 +42,28 @@ to every output partition, then drains the buffer of its current version again. 
 version is below a marker already seen from that producer means the upstream lost committed state:
 `AlignmentError`.
 
-Upstream resizing: a producer seen for the first time joins (above); a restore command (sent only by a
-new incarnation) stating fewer tasks for its job than stated before is an `AlignmentError` naming the
-stream, as is a job with more distinct producers than it states. A producer that stops sending markers
-(removed, dead or slow) stalls alignment: `waiting_for()`, `alignment_wait()` and the run loop's
-`task.eos.barrier.timeout.ms` log name it; when it is known to be gone for good, `retire(producer,
-final_version)` stops waiting for it once its markers reach `final_version` and drops its later
-records as stale.
+Upstream resizing: a producer seen for the first time joins (above); a job with more distinct producers
+than it states is an `AlignmentError` naming the stream. A restore command (sent only by a new
+incarnation) stating fewer tasks for its job than stated before, not made up for by retired producers of
+that job, is a notice (`take_notices()`, logged): the removed tasks are still awaited until they are
+retired (below), which their retired records may say before or after that restart. A producer that
+stops sending markers (removed, dead or slow) stalls alignment: `waiting_for()`, `alignment_wait()` and
+the run loop's `task.eos.barrier.timeout.ms` log name it; when it is known to be gone for good,
+`retire(producer, final_version)` stops waiting for it once its markers reach `final_version` and drops
+its later records as stale.
+
+Retiring in band: `samsa eos retire` writes a *retired record* (producer, its last generation, its last
+committed version V) to every partition of the gone job's intermediate streams, after the producer
+stopped: everything it sent to a partition precedes the record there. `on_retired` takes it at its
+position like a restore command: it retires the producer (kept through rewinds and in the checkpoint),
+closes V on that partition (so the channel is done there; on a partition whose record is not read yet,
+the channel is done once its markers reached V), drops the producer's later records as stale and, when
+the open version already processed records of it above V (its uncommitted last version, never to be
+committed), rewinds. A retired record closing V above the cut caps the checkpointed offset like a marker,
+so a restart before the cut passes it reads it again. A retired producer counts among its job's
+producers: a restart of that job stating fewer tasks raises no notice when the retired ones make up the
+difference, and a job's new producers are counted against its stated task count without the retired
+ones. A retired producer that sends a restore command is running again: `AlignmentError`.
 """
 
 from __future__ import annotations
@@ -106,6 +121,17 @@ class RestoreIn:
     tasks: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RetiredIn:
+    """`producer` (of `job`) is gone for good: its last generation was `generation`, its last committed
+    version `version`."""
+
+    producer: int
+    generation: int
+    version: int
+    job: int = 0
+
+
 # -- what it answers ------------------------------------------------------------------------------
 
 
@@ -131,13 +157,15 @@ STALE = Decision(Action.DROP_STALE)
 class Rewind:
     """Go back to checkpoint `to_version` (the task's last committed version); see the module docstring.
 
-    Caused by `producer` restoring `restored_version` as `generation`, seen on `partition`."""
+    Caused by `producer` restoring `restored_version` as `generation`, seen on `partition` (`retired`: by
+    its retired record, `restored_version` being its last committed version)."""
 
     to_version: int
     partition: SystemStreamPartition
     producer: int
     generation: int
     restored_version: int
+    retired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +238,9 @@ class BarrierAligner:
         # Uncommitted work: (producer, generation) -> highest producer version processed.
         self._processed: dict[tuple[int, int], int] = {}
         self._joins: list[Join] = []
+        # Upstream shrinks noticed, (stream, job, stated tasks), and the log lines not taken yet.
+        self._shrinks: set[tuple[SystemStream, int, int]] = set()
+        self._notices: list[str] = []
         self._committed = self._snapshot()
         self._started_at: float | None = None
         self.version_started_at = clock()
@@ -343,6 +374,47 @@ class BarrierAligner:
         self._reset_to_committed()
         return Rewind(self._version - 1, partition, producer, generation, restored)
 
+    def on_retired(self, partition: SystemStreamPartition, record: RetiredIn, offset: int) -> Rewind | None:
+        """Takes a retired record read at `offset` (module docstring); a `Rewind` when the open version used
+        records of the producer above its final version. Check `aligned` afterwards too."""
+        producer, final = record.producer, record.version
+        self._check_input(partition)
+        known = self._retired.get(producer)
+        if known is not None and known != final:
+            raise AlignmentError(
+                f"{partition}: producer {producer} was retired at version {known} and again at version "
+                f"{final}: two retirements disagree (an older checkpoint read, or a producer id shared); "
+                "exactly-once cannot continue - reprocess the pipeline from its sources"
+            )
+        channel = self._channels.get((partition, producer))
+        if channel is not None:
+            if channel.generation > record.generation:
+                raise AlignmentError(
+                    f"{partition}: producer {producer} was retired as of generation {record.generation}, but "
+                    f"generation {channel.generation} of it was seen: it restarted after the checkpoint the "
+                    "retirement was read from; do not retire live producers"
+                )
+            if channel.marker > final:
+                raise AlignmentError(
+                    f"{partition}: producer {producer} was retired at version {final}, but its marker of "
+                    f"version {channel.marker} was already seen: the retirement read an older checkpoint "
+                    "than its last; exactly-once cannot continue - reprocess the pipeline from its sources"
+                )
+        if record.job:
+            self._jobs[producer] = record.job
+        self._retired[producer] = final
+        if channel is None:
+            # Everything it sent here precedes this record: a producer first seen now is done at once.
+            self._join(partition, producer, record.generation, final)
+        elif final > channel.marker:  # committed, but its marker never reached this partition
+            self._close(channel, final, offset)
+        elif known is not None:
+            self.duplicate_control_records += 1
+        if not any(p == producer and v > final for (p, _), v in self._processed.items()):
+            return None
+        self._reset_to_committed()
+        return Rewind(self._version - 1, partition, producer, record.generation, final, retired=True)
+
     # -- versions -------------------------------------------------------------------------------------
 
     @property
@@ -433,6 +505,11 @@ class BarrierAligner:
         """Channels seen for the first time since the last call (for a log line)."""
         joins, self._joins = self._joins, []
         return joins
+
+    def take_notices(self) -> list[str]:
+        """What the upstream did that stalls this task until someone acts (a shrink), since the last call."""
+        notices, self._notices = self._notices, []
+        return notices
 
     # -- snapshot -------------------------------------------------------------------------------------
 
@@ -564,14 +641,22 @@ class BarrierAligner:
             known = self._tasks.get(key, 0)
             if tasks > known:
                 self._tasks[key] = tasks
-            elif tasks < known and restore:
-                raise AlignmentError(
-                    f"stream {stream}: producer {producer} restarted stating {tasks} tasks for its job, "
-                    f"which had {known}: the upstream job shrank its task count, and its removed tasks "
-                    "would stall this task forever; retire them (BarrierAligner.retire) or reprocess "
-                    "from the sources"
-                )
-        known_ids = [p for p in self._producers.get(stream, ()) if self._jobs.get(p) == job]
+            elif tasks < known and restore and (stream, job, tasks) not in self._shrinks:
+                retired = self._retired_of(stream, job)
+                if tasks < known - retired:
+                    # Not an error: the removed tasks' retired records may come after this restart in the
+                    # log, and reading them (in band) ends the wait.
+                    self._shrinks.add((stream, job, tasks))
+                    self._notices.append(
+                        f"stream {stream}: producer {producer} restarted stating {tasks} tasks for its job, "
+                        f"which had {known} ({retired} retired): the upstream job shrank, and this task "
+                        "waits for the markers of its removed tasks until they are retired: run samsa eos "
+                        "retire --task <removed task> with the upstream job's config"
+                    )
+        # Retired producers are gone: a job's new producers are counted without them.
+        known_ids = [
+            p for p in self._producers.get(stream, ()) if self._jobs.get(p) == job and p not in self._retired
+        ]
         limit = self._tasks.get((stream, job), 0)
         if limit and producer not in known_ids and len(known_ids) >= limit:
             raise AlignmentError(
@@ -579,6 +664,12 @@ class BarrierAligner:
                 f"stating {limit} tasks: the upstream job grew without saying so, or two jobs share "
                 "job name and id"
             )
+
+    def _retired_of(self, stream: SystemStream, job: int) -> int:
+        """How many producers of `job` seen on `stream` are retired."""
+        return sum(
+            1 for p in self._producers.get(stream, ()) if p in self._retired and self._jobs.get(p) == job
+        )
 
     def _scan(self) -> tuple[list[tuple[SystemStreamPartition, int | None]], bool]:
         version = self._version

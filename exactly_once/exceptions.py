@@ -49,3 +49,7 @@ class NotIntermediateError(ProtocolError, InvalidConfigError):
 
 class EosBufferError(ExactlyOnceError):
     """The on-disk buffer of early arrivals cannot be written, read back or reset as asked."""
+
+
+class RetireError(ExactlyOnceError):
+    """`samsa eos retire` refuses: the job may be alive, a task is unknown or holds no exactly-once state."""

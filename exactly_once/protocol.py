@@ -1,4 +1,4 @@
-"""The exactly-once wire format: one binary record header tags data records, markers and restore commands.
+"""The exactly-once wire format: one binary record header tags data records and control records.
 
 Every record an exactly-once task writes to an intermediate stream carries one header, `samsa.eos`
 (`HEADER`), whose value is a fixed-size big-endian struct. Its first byte is the format version
@@ -9,12 +9,13 @@ Every record an exactly-once task writes to an intermediate stream carries one h
     marker          (kind 1, 42 bytes): version u8, kind u8, producer u64, generation u32,
                                         checkpoint version u64, sequence u64, job u64, tasks u32
     restore command (kind 2, 42 bytes): same layout as a marker
+    retired         (kind 3, 42 bytes): same layout as a marker
 
 A data record costs 41 bytes on the wire: the 30-byte value, the 9-byte name and two varint lengths.
-Markers and restore commands are *control records*: a consumer recognises them from this header alone,
-without touching the record's value, and never hands them to `process`. Their value is the producer's
-readable name in UTF-8 (`control_value`), for log lines and to spot a producer-id collision; their key
-is null.
+Markers, restore commands and retired records are *control records*: a consumer recognises them from
+this header alone, without touching the record's value, and never hands them to `process`. Their value
+is the producer's readable name in UTF-8 (`control_value`), for log lines and to spot a producer-id
+collision; their key is null.
 
 Fields:
 - producer: a 64-bit id of the producing task, the first 8 bytes of BLAKE2b over
@@ -25,7 +26,11 @@ Fields:
 - generation: bumped at each restart of the producing task (u32).
 - checkpoint version: a data record of version V lies between the producer's markers V-1 and V; a
   marker V says "all my records of version <= V to this partition were sent before this"; a restore
-  command V says "I restarted from my checkpoint V: drop my records of older generations above V".
+  command V says "I restarted from my checkpoint V: drop my records of older generations above V"; a
+  retired record V says "this producer is gone for good; its last committed version is V: drop its
+  records above V and never wait for it past V". Nothing but the `samsa eos retire` command writes a
+  retired record, after the producer stopped for good: everything the producer ever sent to that
+  partition precedes it (its generation is the producer's last, from its last checkpoint).
 - sequence: per (producer, partition), the first data record is 1 and each next one is one more.
   Markers and restore commands take no sequence number of their own: they carry the sequence of the
   last data record the producer sent to that partition before them (0: none yet), so data sequences
@@ -34,13 +39,19 @@ Fields:
   (stored with that checkpoint); its restore command carries that sequence, and its next data record
   is one more. So a record is a duplicate when its sequence is at most the last one seen from the same
   producer and generation.
-- job, tasks (markers and restore commands only): the id of the producing job (BLAKE2b over job.name
+- job, tasks (control records only): the id of the producing job (BLAKE2b over job.name
   and job.id) and the producer's view of its job's task count for this stream (every task of a job
   writes markers to every partition of every intermediate stream the job may write). A consumer
   expects the markers of a version from `tasks` distinct producers of `job` on each partition; a
   marker stating another count than before for the same job, or more distinct producers than stated,
   means the upstream job changed its task count, which the consumer reports naming the stream.
   `tasks == 0` states no count (hand-built markers in tests): no resize can be detected from it.
+  A retired producer counts among its job's producers: an upstream job stating fewer tasks once its
+  removed tasks were retired is not reported.
+
+Kinds were added within format version 1 (the retired record came after the first three): a reader
+that predates a kind refuses it as an unknown kind (`ProtocolError` naming the header), never misreads
+it; upgrade the consuming jobs before running `samsa eos retire` against their inputs.
 
 `classify(headers)` returns None for a record without the header: it comes from a producer that is
 not exactly-once (an at-least-once job, a console producer), and the caller decides what to do with
@@ -68,6 +79,7 @@ FORMAT_VERSION = 1
 KIND_DATA = 0
 KIND_MARKER = 1
 KIND_RESTORE = 2
+KIND_RETIRED = 3
 
 _DATA = struct.Struct(">BBQIQQ")
 _CONTROL = struct.Struct(">BBQIQQQI")
@@ -79,8 +91,13 @@ _unpack_data_fields = struct.Struct(">QIQQ").unpack_from
 _new_tuple = tuple.__new__
 _unpack_control = _CONTROL.unpack
 
-_CONTROL_KINDS = frozenset((KIND_MARKER, KIND_RESTORE))
-_KIND_NAMES = {KIND_DATA: "data record", KIND_MARKER: "marker", KIND_RESTORE: "restore command"}
+_CONTROL_KINDS = frozenset((KIND_MARKER, KIND_RESTORE, KIND_RETIRED))
+_KIND_NAMES = {
+    KIND_DATA: "data record",
+    KIND_MARKER: "marker",
+    KIND_RESTORE: "restore command",
+    KIND_RETIRED: "retired record",
+}
 
 
 class RecordTag(NamedTuple):
@@ -125,7 +142,24 @@ class RestoreCommand:
     tasks: int = 0
 
 
-Tag = RecordTag | Marker | RestoreCommand
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """`producer` is gone for good (`samsa eos retire`): its last committed version is `version`, its last
+    generation `generation`; its records above that version are void and no marker of it will follow.
+    `sequence` is its last committed sequence to this partition (information only)."""
+
+    producer: int
+    generation: int
+    version: int
+    sequence: int = 0
+    job: int = 0
+    tasks: int = 0
+
+
+Control = Marker | RestoreCommand | Retired
+Tag = RecordTag | Control
+_CONTROL_KIND_OF: dict[type, int] = {Marker: KIND_MARKER, RestoreCommand: KIND_RESTORE, Retired: KIND_RETIRED}
+_CONTROL_CLASS_OF: dict[int, type[Control]] = {k: cls for cls, k in _CONTROL_KIND_OF.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +204,16 @@ def record_header(producer: int, generation: int, version: int, sequence: int) -
 
 
 def encode(tag: Tag) -> bytes:
-    """The `samsa.eos` header value of a data record, marker or restore command."""
+    """The `samsa.eos` header value of a data record or control record."""
     try:
         if type(tag) is RecordTag:
             return _pack_data(
                 FORMAT_VERSION, KIND_DATA, tag.producer, tag.generation, tag.version, tag.sequence
             )
-        if type(tag) is Marker or type(tag) is RestoreCommand:
-            kind = KIND_MARKER if type(tag) is Marker else KIND_RESTORE
+        if type(tag) is Marker or type(tag) is RestoreCommand or type(tag) is Retired:
             return _CONTROL.pack(
                 FORMAT_VERSION,
-                kind,
+                _CONTROL_KIND_OF[type(tag)],
                 tag.producer,
                 tag.generation,
                 tag.version,
@@ -191,7 +224,7 @@ def encode(tag: Tag) -> bytes:
     except struct.error as e:
         raise ProtocolError(_range_problem(tag, e)) from None
     raise ProtocolError(
-        f"cannot encode {tag!r} as a {HEADER} header: not a RecordTag, Marker or RestoreCommand"
+        f"cannot encode {tag!r} as a {HEADER} header: not a RecordTag, Marker, RestoreCommand or Retired"
     )
 
 
@@ -201,7 +234,7 @@ def headers_for(tag: Tag) -> list[tuple[str, bytes | None]]:
 
 
 def control_value(producer_name: str) -> bytes:
-    """The value of a marker or restore command: the producer's readable name."""
+    """The value of a control record: the producer's readable name."""
     return producer_name.encode()
 
 
@@ -226,16 +259,15 @@ def decode(data: bytes | None) -> Tag:
             return RecordTag(producer, generation, version, sequence)
         if kind in _CONTROL_KINDS and size == _CONTROL_SIZE:
             _, _, producer, generation, version, sequence, job, tasks = _unpack_control(data)
-            cls = Marker if kind == KIND_MARKER else RestoreCommand
-            return cls(producer, generation, version, sequence, job, tasks)
+            return _CONTROL_CLASS_OF[kind](producer, generation, version, sequence, job, tasks)
     raise ProtocolError(_malformed_problem(bytes(data)))
 
 
 def classify(headers: Headers | None) -> Tag | None:
     """The exactly-once tag of a record from its headers alone; None when it has no `samsa.eos` header.
 
-    A RecordTag is a data record for `process`; a Marker or RestoreCommand is a control record that the
-    consumer side acts on and never hands to `process`. None: the record is not from an exactly-once
+    A RecordTag is a data record for `process`; a Marker, RestoreCommand or Retired is a control record that
+    the consumer side acts on and never hands to `process`. None: the record is not from an exactly-once
     producer, and the caller decides (module docstring).
     """
     if not headers:
@@ -280,7 +312,10 @@ def _malformed_problem(data: bytes) -> str:
         )
     kind = data[1]
     if kind not in _KIND_NAMES:
-        return f"the {HEADER} header has unknown kind {kind} (known: {sorted(_KIND_NAMES)})"
+        return (
+            f"the {HEADER} header has unknown kind {kind} (known: {sorted(_KIND_NAMES)}): a newer Samsa "
+            "wrote it; upgrade the consuming job to the version of the producing job (or of samsa eos retire)"
+        )
     expected = _DATA_SIZE if kind == KIND_DATA else _CONTROL_SIZE
     return (
         f"the {HEADER} header of a {_KIND_NAMES[kind]} holds {len(data)} bytes, expected {expected}: "

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from samsa.adjunct.exceptions import ExtractionError
-from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, Rewind
+from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, RetiredIn, Rewind
 from samsa.exactly_once.buffer import BufferedMessage
 from samsa.exactly_once.exceptions import NotIntermediateError, ProtocolError
 from samsa.exactly_once.protocol import (
@@ -17,8 +17,10 @@ from samsa.exactly_once.protocol import (
     Marker,
     RecordTag,
     RestoreCommand,
+    Retired,
     classify,
     classify_message,
+    producer_name,
 )
 from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError, UserCodeError
@@ -151,9 +153,11 @@ def _not_intermediate(buf: PartitionBuffer, msg: RawMessage) -> ProtocolError:
         tag = classify_message(msg)
     except ProtocolError as e:
         return e
-    kind = {Marker: "a checkpoint marker", RestoreCommand: "a restore command"}.get(
-        type(tag), "a data record"
-    )
+    kind = {
+        Marker: "a checkpoint marker",
+        RestoreCommand: "a restore command",
+        Retired: "a retired record",
+    }.get(type(tag), "a data record")
     system, stream, _ = buf.ssp
     return NotIntermediateError(
         f"{kind} of an exactly-once job (it has the {HEADER} header) on input {system}.{stream}, which this "
@@ -524,9 +528,23 @@ class RunLoop:
                         aligned = True
                         break
                 else:
-                    assert type(tag) is RestoreCommand
-                    command = RestoreIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
-                    rewind = aligner.on_restore(ssp, command, offset)
+                    if type(tag) is RestoreCommand:
+                        command = RestoreIn(tag.producer, tag.generation, tag.version, tag.job, tag.tasks)
+                        rewind = aligner.on_restore(ssp, command, offset)
+                        for notice in aligner.take_notices():
+                            log.warning("task %s: %s", ti.name, notice)
+                    else:
+                        assert type(tag) is Retired
+                        retired = RetiredIn(tag.producer, tag.generation, tag.version, tag.job)
+                        rewind = aligner.on_retired(ssp, retired, offset)
+                        log.info(
+                            "task %s: upstream producer %d (%s) is retired at version %d (read on %s)",
+                            ti.name,
+                            tag.producer,
+                            producer_name(msg.value()) or "unnamed",
+                            tag.version,
+                            ssp,
+                        )
                     if rewind is not None or (aligner.aligned and not eos.rereading):
                         aligned = rewind is None
                         break
@@ -635,10 +653,11 @@ class RunLoop:
         (stores, sink transaction, buffer), then every input partition is read again from there."""
         assert self._on_rewind is not None and ti.eos is not None
         log.warning(
-            "task %s: upstream producer %d restored version %d as generation %d (seen on %s) after this task "
+            "task %s: upstream producer %d %s version %d as generation %d (seen on %s) after this task "
             "used its voided records; going back to checkpoint version %d",
             ti.name,
             rewind.producer,
+            "was retired at" if rewind.retired else "restored",
             rewind.restored_version,
             rewind.generation,
             rewind.partition,

@@ -17,6 +17,7 @@ from samsa.exactly_once.protocol import (
     Producer,
     RecordTag,
     RestoreCommand,
+    Retired,
     classify,
     classify_message,
     control_value,
@@ -35,7 +36,8 @@ u32 = st.integers(0, 2**32 - 1)
 record_tags = st.builds(RecordTag, u64, u32, u64, u64)
 markers = st.builds(Marker, u64, u32, u64, u64, u64, u32)
 restores = st.builds(RestoreCommand, u64, u32, u64, u64, u64, u32)
-tags = st.one_of(record_tags, markers, restores)
+retireds = st.builds(Retired, u64, u32, u64, u64, u64, u32)
+tags = st.one_of(record_tags, markers, restores, retireds)
 other_headers = st.lists(
     st.tuples(st.text(max_size=12).filter(lambda n: n != HEADER), st.none() | st.binary(max_size=16)),
     max_size=4,
@@ -158,7 +160,7 @@ def test_record_header_refuses_out_of_range_fields_too() -> None:
 
 
 def test_encode_refuses_other_objects() -> None:
-    with pytest.raises(ProtocolError, match="not a RecordTag, Marker or RestoreCommand"):
+    with pytest.raises(ProtocolError, match="not a RecordTag, Marker, RestoreCommand or Retired"):
         encode((1, 2, 3, 4))  # type: ignore[arg-type]
 
 
@@ -194,3 +196,24 @@ def test_the_header_layout_is_big_endian_and_documented() -> None:
     data = encode(Marker(0x0102030405060708, 9, 10, 11, 12, 13))
     assert data == struct.pack(">BBQIQQQI", 1, 1, 0x0102030405060708, 9, 10, 11, 12, 13)
     assert encode(RecordTag(1, 2, 3, 4)) == b"\x01\x00" + struct.pack(">QIQQ", 1, 2, 3, 4)
+
+
+def test_a_retired_record_is_a_control_record_of_its_own_kind() -> None:
+    retired = Retired(7, 3, 12, sequence=40, job=5, tasks=4)
+    data = encode(retired)
+    # The marker layout within format version 1, kind 3: told apart by the kind byte alone.
+    assert data == struct.pack(">BBQIQQQI", FORMAT_VERSION, 3, 7, 3, 12, 40, 5, 4)
+    assert encode(Marker(7, 3, 12, 40, 5, 4))[2:] == data[2:]
+    found = classify(headers_for(retired))
+    assert type(found) is Retired and found == retired
+    assert found != Marker(7, 3, 12, 40, 5, 4)
+
+
+def test_a_reader_that_predates_the_retired_kind_refuses_it_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reader of format version 1 from before the retired kind knew kinds 0-2 only.
+    import samsa.exactly_once.protocol as protocol
+
+    monkeypatch.setattr(protocol, "_CONTROL_KINDS", frozenset((1, 2)))
+    monkeypatch.setattr(protocol, "_KIND_NAMES", {0: "data record", 1: "marker", 2: "restore command"})
+    with pytest.raises(ProtocolError, match=r"samsa\.eos header has unknown kind 3 .*upgrade the consuming"):
+        classify(headers_for(Retired(7, 3, 12)))
