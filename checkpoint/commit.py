@@ -10,7 +10,8 @@ checkpoint dirs, the checkpoint record(s), then cleanup. One commit per task is 
 counting both phases; a commit falling due while the previous one still uploads is skipped for up to
 `task.commit.max.delay.ms`, then blocks the task for up to `task.commit.timeout.ms`, then fails. A waited
 commit (start-up, requested, final) fails when its async phase has not ended `task.commit.timeout.ms` after
-it began. An async failure fails the next commit.
+it began. An async failure fails the next commit. `unchanged` tells the caller when a commit would write
+just what the last completed one wrote (its timer's commit of an idle task is then left out).
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ class TaskCommitManager:
         #: When the commit in flight must have ended (time.monotonic(), real time even under a test clock).
         self._deadline = float("inf")
         self.skipped = 0
+        #: The input offsets and store write count (`TaskStorage.writes`) of the last commit whose async
+        #: phase completed; None before the first.
+        self._committed: tuple[dict[SystemStreamPartition, int], int | None] | None = None
 
     # -- the commit ---------------------------------------------------------------------------------
     def commit(
@@ -132,10 +136,15 @@ class TaskCommitManager:
         return started
 
     def start(
-        self, offsets: dict[SystemStreamPartition, int], force: bool = False, requested: bool = False
+        self,
+        offsets: dict[SystemStreamPartition, int],
+        force: bool = False,
+        requested: bool = False,
+        writes: int | None = None,
     ) -> bool:
         """`commit` without waiting for the async phase; `force` never skips (as a waited commit). Callers
-        committing several tasks and waiting for all start each first, so their uploads overlap."""
+        committing several tasks and waiting for all start each first, so their uploads overlap. `writes`:
+        the task's store write count captured with `offsets` (for `unchanged`), None when unknown."""
         self._raise_failure()
         if not self._permit.acquire(blocking=False):
             if not (force or requested) and self._clock() - self._last_start < self._max_delay_s:
@@ -152,8 +161,22 @@ class TaskCommitManager:
         except BaseException:
             self._permit.release()
             raise
-        self._submit(result)
+        self._submit(result, (dict(offsets), writes))
         return True
+
+    def unchanged(self, offsets: Mapping[SystemStreamPartition, int], writes: int | None) -> bool:
+        """True when a commit now would write what the last completed one wrote: same input offsets, no
+        store write since (`writes` as that commit captured it), no commit in flight and no failure to
+        report. False before the first commit completed, and when `writes` is unknown."""
+        committed = self._committed
+        in_flight = self._in_flight
+        return (
+            committed is not None
+            and writes is not None
+            and (in_flight is None or in_flight.done())
+            and self._failure is None
+            and committed == (offsets, writes)
+        )
 
     def _await_previous(self) -> bool:
         """Waits up to the commit timeout for the commit in flight to release the permit, and takes it.
@@ -230,10 +253,12 @@ class TaskCommitManager:
             if store.gate is not None:
                 store.gate.release()
 
-    def _submit(self, snapshot: CommitResult) -> Future[None]:
+    def _submit(
+        self, snapshot: CommitResult, mark: tuple[dict[SystemStreamPartition, int], int | None]
+    ) -> Future[None]:
         self._deadline = time.monotonic() + self._timeout_s
         try:
-            future = self._executor.submit(self._upload_and_checkpoint, snapshot)
+            future = self._executor.submit(self._upload_and_checkpoint, snapshot, mark)
         except BaseException:
             self._release_gates()
             self._permit.release()
@@ -241,8 +266,11 @@ class TaskCommitManager:
         self._in_flight = future
         return future
 
-    def _upload_and_checkpoint(self, snapshot: CommitResult) -> None:
-        """The async phase; always releases the permit, and records a failure for the next commit."""
+    def _upload_and_checkpoint(
+        self, snapshot: CommitResult, mark: tuple[dict[SystemStreamPartition, int], int | None]
+    ) -> None:
+        """The async phase; always releases the permit, and records a failure for the next commit, or
+        `mark` (what the commit captured) as the last completed commit's."""
         try:
             checkpoint_id = str(snapshot.checkpoint_id)
             self._checkpoint_held(checkpoint_id)
@@ -267,6 +295,7 @@ class TaskCommitManager:
                 if store.persistent:
                     delete_checkpoint_dirs(store.store_dir, keep=[checkpoint_id])
             crash_point("after-cleanup")
+            self._committed = mark
         except SimulatedCrash:
             raise  # the container dies here: nothing to record for a next commit
         except CheckpointFencedError as e:

@@ -557,11 +557,22 @@ class Container:
         if self._eos is not None:
             self._commit_exactly_once(tasks)
             return
-        captured = [(ti, dict(ti.offsets)) for ti in tasks]
-        for ti, offsets in captured:
+        managers = self._state.commit_managers
+        # The store write count with the offsets: both before anything is flushed.
+        captured = [(ti, dict(ti.offsets), ti.storage.writes()) for ti in tasks]
+        timer = not (wait or requested)
+        if timer:
+            # Tasks with something new first: their commits' producer flush then leaves no output pending
+            # that would keep an idle task's commit from being left out.
+            captured.sort(key=lambda c: managers[c[0].name].unchanged(c[1], c[2]))
+        for ti, offsets, writes in captured:
             start = time.perf_counter_ns()
-            manager = self._state.commit_managers[ti.name]
-            if manager.start(offsets, force=wait, requested=requested):
+            manager = managers[ti.name]
+            if timer and manager.unchanged(offsets, writes) and not self._outputs_pending():
+                # An idle task stays quiet: no flush, checkpoint record or snapshot upload repeating the
+                # last commit's. A requested, waited (start, stop) or first commit is never left out.
+                ti.commit_idle()
+            elif manager.start(offsets, force=wait, requested=requested, writes=writes):
                 ti.committed(time.perf_counter_ns() - start)
             else:
                 ti.commit_skipped()
@@ -570,7 +581,12 @@ class Container:
         if wait:
             # Every task's commit was started before waiting for any: their uploads overlap (a blob-store
             # commit is several round trips per task, so one after the other grows with the task count).
-            wait_all(self._state.commit_managers[ti.name] for ti, _ in captured)
+            wait_all(managers[ti.name] for ti, _, _ in captured)
+
+    def _outputs_pending(self) -> bool:
+        """Whether a producer holds messages a commit's flush would wait for (any task's: the producers
+        are the container's)."""
+        return any(producer.pending() for producer in self._producers.values())
 
     def _commit_exactly_once(self, tasks: Sequence[TaskInstance]) -> None:
         """A source task cuts its version on its commit timer (or request, or stop); an aligned task only

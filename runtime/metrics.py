@@ -16,6 +16,7 @@ name                                                   kind       labels
 ``samsa_commit_seconds``                               timer      task
 ``samsa_commits_total``                                counter    task
 ``samsa_commits_skipped_total``                        counter    task (previous upload still running)
+``samsa_commits_idle_total``                           counter    task (timer's, nothing new to commit)
 ``samsa_consumer_lag``                                 gauge_fn   task, topic, partition
 ``samsa_deserialization_errors_total``                 counter    task, topic, policy
 ``samsa_container_tasks``                              gauge      container
@@ -50,6 +51,7 @@ WINDOW_SECONDS = "samsa_window_seconds"
 COMMIT_SECONDS = "samsa_commit_seconds"
 COMMITS = "samsa_commits_total"
 COMMITS_SKIPPED = "samsa_commits_skipped_total"
+COMMITS_IDLE = "samsa_commits_idle_total"
 CONSUMER_LAG = "samsa_consumer_lag"
 DESERIALIZATION_ERRORS = "samsa_deserialization_errors_total"
 CONTAINER_TASKS = "samsa_container_tasks"

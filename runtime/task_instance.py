@@ -159,6 +159,9 @@ class TaskInstance:
         self.commits_skipped = registry.counter(
             m.COMMITS_SKIPPED, "Commits skipped while the previous one was still uploading", labels
         )
+        self.commits_idle = registry.counter(
+            m.COMMITS_IDLE, "Timer commits left out: nothing new since the task's last commit", labels
+        )
         now = time.monotonic()
         self.commit_interval = commit_ms / 1000 if commit_ms > 0 else None
         self.window_interval = window_ms / 1000 if window_ms > 0 and has_window(task) else None
@@ -206,6 +209,12 @@ class TaskInstance:
     def commit_skipped(self) -> None:
         """The previous commit still uploads (within task.commit.max.delay.ms): try again next interval."""
         self.commits_skipped.inc()
+        if self.commit_interval:
+            self.next_commit = time.monotonic() + self.commit_interval
+
+    def commit_idle(self) -> None:
+        """Nothing new since the last commit (offsets, stores, outputs): the timer's commit is left out."""
+        self.commits_idle.inc()
         if self.commit_interval:
             self.next_commit = time.monotonic() + self.commit_interval
 

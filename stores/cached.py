@@ -66,6 +66,8 @@ class CachedStore(KeyValueStore[K, V]):
         self._cache: OrderedDict[Hashable, V | None] = OrderedDict()
         # Entries written since the last flush (ordered) -> the key last written under that identity.
         self._dirty: dict[Hashable, K] = {}
+        # Writes that left the cache (counted per batch, so `put` pays nothing for `writes`).
+        self._written = 0
         self._is_closed = False
         serialized = inner if isinstance(inner, SerializedStore) else None
         if serialized is None:
@@ -118,6 +120,13 @@ class CachedStore(KeyValueStore[K, V]):
         if len(cache) > self._size:
             self._evict()
 
+    @property
+    def writes(self) -> int:
+        """Grows with the writes since the store opened, those still in the cache included: unchanged
+        between two reads means nothing was written (the first write after a flush always adds a dirty
+        entry, and a flush moves the dirty count into the written one)."""
+        return self._written + len(self._dirty)
+
     def delete(self, key: K) -> None:
         self.put(key, None)
 
@@ -145,6 +154,7 @@ class CachedStore(KeyValueStore[K, V]):
         """Drops every cached entry, dirty ones unwritten (an exactly-once rewind); returns how many."""
         count = len(self._cache)
         self._cache.clear()
+        self._written += len(self._dirty)  # `writes` never goes back
         self._dirty.clear()
         return count
 
@@ -172,6 +182,7 @@ class CachedStore(KeyValueStore[K, V]):
             self._cache.pop(entry, None)
         except TypeError:  # no serde below: the key is its own identity, and a cached one may alias it
             self._cache.clear()
+        self._written += 1
         self.inner.put(key, value)
 
     def _rejected(self, error: Exception, key: K, value: V) -> Exception:
@@ -194,6 +205,7 @@ class CachedStore(KeyValueStore[K, V]):
                 "put it"
             )
             raise
+        self._written += len(self._dirty)
         self._dirty.clear()
 
     def _evict(self) -> None:

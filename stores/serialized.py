@@ -47,6 +47,9 @@ class SerializedStore(KeyValueStore[K, V]):
         self._fast_value_obj = fast_from_bytes(msg_serde)
         self._inner_get = inner.get
         self._inner_put = inner.put
+        #: Writes taken since the store opened (puts, deletes, batch entries): tells a commit whether the
+        #: task wrote anything since the last one (`TaskStorage.writes`).
+        self.writes = 0
 
     def get(self, key: K) -> V | None:
         try:
@@ -56,6 +59,7 @@ class SerializedStore(KeyValueStore[K, V]):
             raise self._explained(e, f"get({key!r:.200})", key) from None
 
     def put(self, key: K, value: V | None) -> None:
+        self.writes += 1
         try:
             self._inner_put(
                 self._fast_key_bytes(key), None if value is None else self._fast_value_bytes(value)
@@ -110,6 +114,7 @@ class SerializedStore(KeyValueStore[K, V]):
         return None
 
     def delete(self, key: K) -> None:
+        self.writes += 1
         try:
             self.inner.delete(self._key_bytes(key))
         except Exception as e:
@@ -119,6 +124,7 @@ class SerializedStore(KeyValueStore[K, V]):
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
         key_bytes, value_bytes = self._fast_key_bytes, self._fast_value_bytes
         entries = entries if isinstance(entries, list) else list(entries)
+        self.writes += len(entries)
         try:  # all serialized before any is written: the batch stays atomic
             raw = [(key_bytes(k), None if v is None else value_bytes(v)) for k, v in entries]
         except Exception:

@@ -141,6 +141,19 @@ class TaskStorage:
     def _all(self) -> list[KeyValueStore[Any, Any]]:
         return [self.writers.get(name, store) for name, store in self.stores.items()]
 
+    def writes(self) -> int | None:
+        """A count that grows with every write of the task to its stores, those still in a store's cache
+        included (the layer the task writes to counts them): equal at two calls means nothing was written
+        in between. None when a store cannot tell."""
+        total = 0
+        for name, store in self.stores.items():
+            top = self.writers.get(name, store)
+            if isinstance(top, CachedStore | SerializedStore):
+                total += top.writes
+            elif not isinstance(top, ReadOnlyStore):  # a read-only one is another task's to write
+                return None
+        return total
+
     def flush(self) -> None:
         """Writes everything the task wrote into its stores (and their changelogs); with overlays, this is
         the commit of the open version."""

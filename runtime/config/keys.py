@@ -26,7 +26,8 @@ KEYS = [
     Key(
         "task.commit.ms",
         "int",
-        "How often each task commits (flush outputs and stores, checkpoint offsets); -1 for manual only.",
+        "How often each task commits (flush outputs and stores, checkpoint offsets); -1 for manual only. "
+        "A task with nothing new since its last commit skips it.",
         default="60000",
         minimum=1,
         allow_off=True,

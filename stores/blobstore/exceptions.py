@@ -78,6 +78,24 @@ class BucketMissingError(BlobStoreError, InvalidConfigError):
         )
 
 
+class LifecycleRuleConflictError(BlobStoreError):
+    """The job's lifecycle rule did not stay in the bucket's lifecycle configuration: each update was
+    erased by another writer's (a put replaces the whole configuration). A later start may succeed."""
+
+    def __init__(self, bucket: str, rule_id: str, attempts: int, key_prefix: str, rule: str) -> None:
+        self.bucket = bucket
+        self.rule_id = rule_id
+        super().__init__(
+            f"S3 bucket {bucket!r}: lifecycle rule {rule_id!r} was erased by another writer of the "
+            f"bucket's lifecycle configuration after each of {attempts} updates (every put replaces the "
+            "whole configuration, so writers at the same time erase each other's rules); without it the "
+            f"uncommitted blobs under {key_prefix!r} never expire. Start the job again once the other jobs "
+            "sharing the bucket have started, and make whatever else rewrites the bucket's lifecycle "
+            "configuration (infrastructure-as-code owning it, a script) keep the rules it did not make, "
+            f"or add this one to it: {rule}"
+        )
+
+
 class RetriableBlobError(BlobStoreError):
     """A transient failure (throttling, 5xx, timeout, reset): the request may succeed if tried again."""
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,6 +42,7 @@ from samsa.stores.blobstore.exceptions import (
     BlobDeletedError,
     BlobStoreError,
     BucketMissingError,
+    LifecycleRuleConflictError,
     RetriableBlobError,
 )
 from samsa.stores.blobstore.requests import (
@@ -83,6 +86,15 @@ _DENIED = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
 )
 _SECONDS_PER_DAY = 86400.0
+# A lifecycle put replaces the bucket's whole configuration, and S3 has no conditional put of it: two jobs
+# starting at once can each read the old rules, and the later put erases the earlier job's rule. A start
+# that writes its rule reads it back at once and again after _LIFECYCLE_SETTLE_S (a writer that read
+# before our put lands its own put within its read-modify-write, a round trip or two later), and writes it
+# again while it is missing, up to _LIFECYCLE_ATTEMPTS times with jittered backoff (full jitter: two
+# racing starts then rarely collide again).
+_LIFECYCLE_ATTEMPTS = 6
+_LIFECYCLE_SETTLE_S = 0.25
+_LIFECYCLE_BACKOFF_S = (0.2, 2.0)  # first, longest wait between attempts
 _MAX_FRESH = 100_000  # ids of blobs put and not yet made permanent, remembered per store
 
 
@@ -464,18 +476,31 @@ class S3BlobStoreAdmin:
 
     def create_resources(self) -> None:
         """Checks that the bucket exists (a `BucketMissingError` if not), then adds (or updates) the job's
-        lifecycle rule, keeping all others."""
+        lifecycle rule, keeping all others, until it is seen to stay: a `LifecycleRuleConflictError` when
+        other writers of the bucket's lifecycle configuration erase it every time. A rule already in place
+        is left alone (a restart writes nothing)."""
         self._check_bucket()
-        rules, extra = self._lifecycle()
-        others = [r for r in rules if r.get("ID") != self.rule_id]
-        kept: list[Any] = [*others, self.expected_rule()]
-        self._retrier.call(
-            "lifecycle update",
-            None,
-            lambda: self._client.put_bucket_lifecycle_configuration(
-                Bucket=self._bucket, LifecycleConfiguration={"Rules": kept}, **extra
-            ),
-        )
+        read = self._lifecycle()
+        rules = read[0]
+        if not self._holds_rule(rules):
+            attempts = 0
+
+            def attempt() -> list[LifecycleRuleOutputTypeDef]:
+                nonlocal attempts, read
+                attempts += 1
+                if attempts > 1:
+                    read = self._lifecycle()  # after the backoff: the rules as they are now
+                return self._update_rule(attempts, *read)
+
+            rules = retry_call(
+                attempt,
+                retriable=lambda e: isinstance(e, LifecycleRuleConflictError),
+                max_duration_s=math.inf,
+                max_attempts=_LIFECYCLE_ATTEMPTS,
+                initial_delay_s=_LIFECYCLE_BACKOFF_S[0],
+                max_delay_s=_LIFECYCLE_BACKOFF_S[1],
+                what=f"lifecycle rule {self.rule_id} of S3 bucket {self._bucket}",
+            )
         _log.info(
             "S3 bucket %s: lifecycle rule %s expires uncommitted blobs under %r after %d days "
             "(%d other rules kept)",
@@ -483,9 +508,36 @@ class S3BlobStoreAdmin:
             self.rule_id,
             self.key_prefix,
             self._ttl_days,
-            len(others),
+            sum(1 for r in rules if r.get("ID") != self.rule_id),
         )
         self._warn_legacy(rules)
+
+    def _update_rule(
+        self, attempt: int, rules: list[LifecycleRuleOutputTypeDef], extra: dict[str, Any]
+    ) -> list[LifecycleRuleOutputTypeDef]:
+        """Puts the job's rule with every other rule of `rules` (just read) kept; returns `rules`. Raises
+        `LifecycleRuleConflictError` when the rule is missing (or other) right after the put or
+        `_LIFECYCLE_SETTLE_S` later: another writer's put, based on an older read, erased it."""
+        kept: list[Any] = [*(r for r in rules if r.get("ID") != self.rule_id), self.expected_rule()]
+        self._retrier.call(
+            "lifecycle update",
+            None,
+            lambda: self._client.put_bucket_lifecycle_configuration(
+                Bucket=self._bucket, LifecycleConfiguration={"Rules": kept}, **extra
+            ),
+        )
+        for settle_s in (0.0, _LIFECYCLE_SETTLE_S):
+            time.sleep(settle_s)
+            if not self._holds_rule(self._lifecycle()[0]):
+                raise LifecycleRuleConflictError(
+                    self._bucket, self.rule_id, attempt, self.key_prefix, self.describe_rule()
+                )
+        return rules
+
+    def _holds_rule(self, rules: list[LifecycleRuleOutputTypeDef]) -> bool:
+        """Whether `rules` has the job's rule as `expected_rule` makes it."""
+        found = next((r for r in rules if r.get("ID") == self.rule_id), None)
+        return found is not None and self._rule_problem(found, self.expected_rule()["Filter"]) is None
 
     def validate_resources(self) -> None:
         """Raises a `BlobStoreError` naming the bucket unless it is reachable and has the job's rule as

@@ -155,6 +155,10 @@ def test_an_older_start_that_missed_the_newer_ones_record_is_refused_its_next_ch
 
     newer = Container(_on_host(counts, tmp_path / "host-b"), model)
     run_b = Background(newer.run)
+    # An idle start writes no checkpoint (its timer's commits are left out): once the newer start has
+    # fenced it, new input gives the older one a checkpoint to write.
+    wait_for(lambda: newer.epoch in _epochs(kafka_bootstrap, job), 30, "the newer start's checkpoint")
+    produce(job.inputs[0].stream, [(k, k) for k in KEYS[50:52]])
     run_a.join(30)
     assert not run_a.thread.is_alive(), "the older start went on after a newer one took over"
     _assert_names_the_newer_start(run_a.error, older, newer)
