@@ -882,6 +882,8 @@ class Container:
             # that fails fails the stop without a commit: the next start resumes from the last one.
             for ti in self._tasks:
                 ti.close_task()
+            if self._eos is not None:
+                self._eos.stopping = True  # source tasks end on the clock's next version boundary
             self.commit(self._tasks, wait=True)
             if self._eos is not None:
                 for ti in self._tasks:

@@ -70,6 +70,8 @@ class ExactlyOnceTasks:
         self._version_clock = version_clock
         #: Every task's transactional producer (closed with the container's).
         self.sinks: list[KafkaProducer] = []
+        #: Set by the container's graceful stop before its final commit (`cut_source`).
+        self.stopping = False
         self._reported: dict[str, float] = {}
         self._alignment_wait: dict[str, m.Timer] = {}
         self._changelogs: dict[str, list[SystemStreamPartition]] = {}
@@ -161,14 +163,16 @@ class ExactlyOnceTasks:
             producer.flush()
 
     # -- versions -----------------------------------------------------------------------------------
-    def commit(self, ti: TaskInstance, advance: bool) -> None:
-        """Checkpoints the task: with `advance`, cuts its open version (then sends its markers); without,
+    def commit(self, ti: TaskInstance, advance: bool, target: int | None = None) -> None:
+        """Checkpoints the task: with `advance`, cuts its open version (then sends its markers), a source
+        task's numbered `target` (default: the clock's version) or one more than its last; without,
         re-commits the last version (a new generation at start or after a rewind)."""
         eos = ti.eos
         assert eos is not None
         start = time.perf_counter_ns()
         if advance:
-            offsets, state = eos.cut(ti.offsets, self._clock_version(), ti.processed.value)
+            version = self._clock_version() if target is None else target
+            offsets, state = eos.cut(ti.offsets, version, ti.processed.value)
             # The version's store writes reach the changelog in this commit's flush, tagged with it.
             context = self._state.storage.contexts[ti.name]
             context.changelog_headers = write_headers(eos.producer, eos.generation, eos.committed)
@@ -203,11 +207,19 @@ class ExactlyOnceTasks:
         ti.next_commit = now + ((wall_ms // step + 1) * step - wall_ms) / 1000
 
     def cut_source(self, ti: TaskInstance) -> None:
-        """A source task's commit timer (or request, or stop): cuts its version unless it is idle and the
-        clock's version has not moved past its last (an idle task keeps pace with the clock, no faster)."""
+        """A source task's commit timer (or request): cuts its version unless it is idle and the clock's
+        version has not moved past its last (an idle task keeps pace with the clock, no faster). At a
+        graceful stop (`stopping`): cuts on the clock's next version boundary."""
         eos = ti.eos
         assert eos is not None and eos.aligner is None
-        if not eos.idle(ti.processed.value) or self._clock_version() > eos.committed:
+        if self.stopping:
+            # A graceful stop cuts on the clock's next boundary, idle or not: every task of the job that
+            # stops within one interval ends on the same version, which their downstream then aligns (cut
+            # at the current boundary, a task that had processed since it ended one version further than an
+            # idle one, and the downstream waited for the idle one's next marker until the job ran again).
+            # A later start numbers its versions above it anyway.
+            self.commit(ti, advance=True, target=self._clock_version() + self.job.commit_ms)
+        elif not eos.idle(ti.processed.value) or self._clock_version() > eos.committed:
             self.commit(ti, advance=True)
 
     def _clock_version(self) -> int:
