@@ -596,7 +596,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--container-id",
         help=f"run only this container (for an outside orchestrator); it exits {CONFIG_ERROR_EXIT} on a "
-        "configuration error, which a restart does not mend",
+        "configuration error, which a restart does not mend (2 when the published job model has no such "
+        "container)",
     )
     run.add_argument("--deploy", choices=["local", "spark"], help="override job.deploy")
     run.add_argument(

@@ -39,3 +39,9 @@ class ExtractionError(AdjunctError):
             f"topic {envelope.stream} partition {envelope.partition} offset {envelope.offset} "
             f"(system {envelope.system}): {reason}"
         )
+
+
+class StoreSerdeMismatchError(AdjunctConfigError):
+    """An adjunct store's key or msg serde cannot take what its extractor makes of its stream's records,
+    and no record read fits it: every record would fail the same way, so it is the configuration, not a
+    bad record (which the deserialization error policy would handle)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ class StoredOffsets:
     offsets: dict[SystemStreamPartition, int]
     written_at: float  # epoch seconds (the file's mtime)
     marks: dict[SystemStreamPartition, RecordMark] = field(default_factory=dict)
+    #: The settings the store's rows were built with (`samsa.adjunct.build`); None in a file of an older
+    #: Samsa, which did not record them.
+    build: dict[str, object] | None = None
 
 
 def _name(ssp: SystemStreamPartition) -> str:
@@ -122,15 +126,19 @@ def write_offsets(
     store_dir: Path,
     offsets: dict[SystemStreamPartition, int],
     marks: dict[SystemStreamPartition, RecordMark] | None = None,
+    build: Mapping[str, object] | None = None,
 ) -> None:
-    """Records, after the store was flushed, the next offset of each partition feeding it, and the marks of
-    the records just before them."""
+    """Records, after the store was flushed, the next offset of each partition feeding it, the marks of
+    the records just before them, and the settings its rows were built with (`build`)."""
     payload: dict[str, Any] = {
         "schema-version": SCHEMA_VERSION,
         "offsets": {_name(ssp): offset for ssp, offset in sorted(offsets.items())},
     }
     if marks:
         payload["last-records"] = {_name(ssp): mark.to_json() for ssp, mark in sorted(marks.items())}
+    if build is not None:
+        # An added field, not a new schema version: an older Samsa still reads the offsets (as before).
+        payload["build"] = dict(build)
     write_checked_json(store_dir / OFFSETS_FILE, payload)
 
 
@@ -157,4 +165,5 @@ def read_offsets(store_dir: Path, ssps: list[SystemStreamPartition]) -> StoredOf
         mark = RecordMark.from_json(last.get(_name(ssp))) if isinstance(last, dict) else None
         if mark is not None and mark.offset == value - 1:
             marks[ssp] = mark
-    return StoredOffsets(found, written_at, marks)
+    build = document.get("build")  # absent from the files of an older Samsa
+    return StoredOffsets(found, written_at, marks, build if isinstance(build, dict) else None)

@@ -28,15 +28,18 @@ def adjunct_start(
     low: int,
     high: int,
     changed: Callable[[], str | None] = lambda: None,
+    build_changed: Callable[[], str | None] = lambda: None,
 ) -> AdjunctStart:
     """The seed's decision table, read so that no row is lost. Persistent store: none found -> a new one;
     found but not valid (offsets file missing, older than `max_staleness_ms`, its offset outside the
-    partition, or `changed()` saying why the record before it is not the one the store read: the topic was
-    deleted and recreated) -> re-created; found and valid -> continued from its own offset. A new or
-    re-created store, and an in-memory one, is empty: it is rebuilt from the oldest offset, since its rows
-    depend on every message of the stream. The seed's "continue from last offset" for a stream not marked
-    bootstrap would leave it holding only later changes; the bootstrap flag decides only whether
-    processing waits for the rebuild (the run loop's business), not where it starts."""
+    partition, `build_changed()` naming the settings its rows were built with that changed since (its
+    extractor, serdes, source partitions), or `changed()` saying why the record before it is not the one
+    the store read: the topic was deleted and recreated) -> re-created; found and valid -> continued from
+    its own offset. A new or re-created store, and an in-memory one, is empty: it is rebuilt from the
+    oldest offset, since its rows depend on every message of the stream. The seed's "continue from last
+    offset" for a stream not marked bootstrap would leave it holding only later changes; the bootstrap
+    flag decides only whether processing waits for the rebuild (the run loop's business), not where it
+    starts."""
     again = low
     how = (
         "bootstrapping from the oldest offset before other inputs are processed (samza.bootstrap)"
@@ -49,6 +52,12 @@ def adjunct_start(
         return AdjunctStart(again, False, f"no store yet: {how}")
     if stored_offset is None or stored_at_ms is None:
         return AdjunctStart(again, True, f"store without a usable offsets file: re-created, {how}")
+    # Before the rest: a store whose rows another extractor or serde made is wrong however fresh it is.
+    rebuilt = build_changed()
+    if rebuilt is not None:
+        return AdjunctStart(
+            again, True, f"{rebuilt}: its rows were built with other settings: re-created, {how}"
+        )
     age_ms = now_ms - stored_at_ms
     if age_ms >= max_staleness_ms:
         return AdjunctStart(

@@ -7,11 +7,13 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
-from samsa.adjunct.extractors import Entry, EnvelopeExtractor, KeyValueExtractor
+from samsa.adjunct.exceptions import ExtractionError, StoreSerdeMismatchError
+from samsa.adjunct.extractors import Entry, EnvelopeExtractor, KeyValueExtractor, extractor_factory_key
 from samsa.adjunct.offsets import RecordMark
 from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import RestoreProgress
+from samsa.stores.serialized import SerializedStore
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ class AdjunctWriter:
         self.store = store
         self.task = task
         self._writer = writer
+        self._extractor = extractor
         self._extract = extractor.extract
         self._stored = stored
         self._progress = progress
@@ -75,6 +78,17 @@ class AdjunctWriter:
             None if bounded is not None and has_end_marker(envelope.headers) else _all(extract(envelope))
             for envelope in envelopes
         ]
+        try:
+            self._write(envelopes, extracted)
+        except Exception as e:
+            refused = self._refused(envelopes, extracted)
+            if refused is None:
+                raise  # not the store's serdes: the engine below failed
+            raise refused from e
+
+    def _write(
+        self, envelopes: list[IncomingMessageEnvelope], extracted: list[Iterable[Entry] | None]
+    ) -> None:
         entries: list[Entry] = []
         for envelope, found in zip(envelopes, extracted, strict=True):
             if found is None:
@@ -92,6 +106,70 @@ class AdjunctWriter:
         if envelopes:
             self._put(entries, envelopes[-1].offset)
 
+    def _refused(
+        self, envelopes: list[IncomingMessageEnvelope], extracted: list[Iterable[Entry] | None]
+    ) -> Exception | None:
+        """Why the store's serdes refused an entry of the chunk, found entry by entry (a failed write
+        only): a `StoreSerdeMismatchError` when no record of the chunk fits the refusing serde and the
+        store holds no row (nothing shows the serde fits this stream: every record would fail), else an
+        `ExtractionError` of the first record refused (one bad record: the job's bad-message policy
+        applies). None when the serdes take every entry."""
+        serdes = store_serdes(self._writer)
+        if serdes is None:
+            return None
+        fits = {"key": False, "msg": False}
+        first: tuple[IncomingMessageEnvelope, str, Any, Exception] | None = None
+        for envelope, found in zip(envelopes, extracted, strict=True):
+            for key, value in found or ():
+                refusal = _refusal(serdes, key, value)
+                if refusal is None:
+                    fits["key"] = True
+                    fits["msg"] = fits["msg"] or value is not None
+                elif first is None:
+                    part, error = refusal
+                    first = (envelope, part, key if part == "key" else value, error)
+        if first is None:
+            return None
+        envelope, part, refused, error = first
+        serde = serdes[0] if part == "key" else serdes[1]
+        serde_name = getattr(serde, "name", type(serde).__name__)
+        setting = f"stores.{self.store}.{part}.serde"
+        what = "key" if part == "key" else "value"
+        kind = type(refused).__name__
+        where = (
+            f"topic {envelope.stream} partition {envelope.partition} offset {envelope.offset} "
+            f"(system {envelope.system})"
+        )
+        if isinstance(self._extractor, EnvelopeExtractor):  # the stream's serde made the value
+            source = f"systems.{envelope.system}.streams.{envelope.stream}.samza.{part}.serde"
+            made = f"the {what} of type {kind} that the stream's {part} serde ({source}) decoded from {where}"
+            other = f"decode the stream with a serde giving {what}s the {serde_name!r} serde takes"
+        else:
+            extractor = f"{extractor_factory_key(self.store)} ({type(self._extractor).__name__})"
+            made = f"the {what} of type {kind} that {extractor} made of {where}"
+            other = f"use an extractor that makes {what}s the {serde_name!r} serde takes"
+        if not fits[part] and self._empty():
+            fitting = _SERDE_FOR.get(kind)
+            serde_hint = f"a serde that takes {kind}" + (f" (e.g. {fitting})" if fitting else "")
+            return StoreSerdeMismatchError(
+                setting,
+                f"the {serde_name!r} serde cannot store {made}, nor that of any other record read "
+                f"({error}); no record fits it and the store is empty, so every record would fail the "
+                f"same way: set {setting} to {serde_hint}, or {other}",
+            )
+        return ExtractionError(
+            envelope,
+            f"{setting} (the {serde_name!r} serde) cannot store the {what} of type {kind} extracted from it "
+            f"({error}), though it takes other records of the stream",
+        )
+
+    def _empty(self) -> bool:
+        """Whether the store holds no row (rows it holds show its serdes took records of this stream)."""
+        try:
+            return next(iter(self._writer.all()), None) is None
+        except Exception:
+            return True  # cannot tell: no evidence that the serde fits
+
     def _put(self, entries: list[Entry], offset: int) -> None:
         if not entries:
             return
@@ -101,6 +179,34 @@ class AdjunctWriter:
         self._stored.inc(len(entries))
         if self._progress is not None:
             self._progress.records += len(entries)
+
+
+# A serde taking values of these types, suggested when a store's serde takes none of its records.
+_SERDE_FOR = {"dict": "json", "list": "json", "str": "string", "bytes": "bytes", "int": "long"}
+
+
+def store_serdes(store: KeyValueStore[Any, Any]) -> tuple[Any, Any] | None:
+    """The (key, msg) serdes of the typed layer below `store`'s other layers; None without one."""
+    layer: Any = store
+    for _ in range(8):  # a handful of layers at most: never loops on a store pointing at itself
+        if isinstance(layer, SerializedStore):
+            return layer.key_serde, layer.msg_serde
+        layer = getattr(layer, "inner", None)
+        if layer is None:
+            return None
+    return None
+
+
+def _refusal(serdes: tuple[Any, Any], key: Any, value: Any) -> tuple[str, Exception] | None:
+    """("key" or "msg", the serde's error) when a serde of the store refuses the entry, else None."""
+    for part, serde, obj in (("key", serdes[0], key), ("msg", serdes[1], value)):
+        if obj is None and part == "msg":
+            continue  # a delete: no value to serialize
+        try:
+            serde.to_bytes(obj)
+        except Exception as e:
+            return part, e
+    return None
 
 
 def _all(entries: Iterable[Entry]) -> Iterable[Entry]:

@@ -221,7 +221,7 @@ def bootstrap_bench(bench: Bench, blob: bytes) -> tuple[Path, JobConfig, list[Pa
                 got = raw_restore(bench.bootstrap, bench.table, args.partitions, raw_dir, args.raw_wal)
                 raw_times.append(time.monotonic() - t0)
             else:
-                job = bench.job(f"bootstrap-{i}-{uuid.uuid4().hex[:6]}", state)
+                job = bench.job(f"bootstrap_{i}_{uuid.uuid4().hex[:6]}", state)
                 runs.append(run_container(job))
         run = runs[-1]
         if got != n or run.stored != n:
@@ -330,7 +330,7 @@ def lookup_bench(bench: Bench, raw_dir: Path, job: JobConfig, store_dirs: list[P
 def profile_bench(bench: Bench, top: int) -> None:
     """One more container bootstrap of the whole store under cProfile; prints where its time goes."""
     profile = cProfile.Profile()
-    job = bench.job(f"profile-{uuid.uuid4().hex[:6]}", bench.work / "samsa-profile")
+    job = bench.job(f"profile_{uuid.uuid4().hex[:6]}", bench.work / "samsa-profile")
     run = run_container(job, profile)
     print(f"\nprofile of one container run (cProfile on: {run.to_closed:.2f} s, start to closed):")
     for order in ("tottime", "cumulative"):

@@ -126,8 +126,8 @@ def job_configs(
         "systems.kafka.samza.key.serde": "string",
         "systems.kafka.samza.msg.serde": "string",
         "systems.kafka.samza.offset.default": "oldest",
-        # The stream linking the two jobs: marked intermediate in both.
-        f"systems.kafka.streams.{topics.words}.samza.intermediate": "true",
+        # The stream linking the two jobs: marked intermediate in both (exactly-once jobs only).
+        f"systems.kafka.streams.{topics.words}.samza.intermediate": str(guarantee == "exactly_once").lower(),
         "job.non-logged.store.base.dir": str(state),
         "job.logged.store.base.dir": str(state),
     }
@@ -581,7 +581,7 @@ def main() -> int:
         results = {}
         for i, guarantee in enumerate(guarantees):
             result = run_pipeline(
-                args, bootstrap, work, f"{run_id}-{i}", lines_topic, lines, truth, guarantee
+                args, bootstrap, work, f"{run_id}_{i}", lines_topic, lines, truth, guarantee
             )
             if result is None or not result.ok:
                 return 1

@@ -47,7 +47,7 @@ def job_config(
         "task.outputs": f"kafka.{counts}",
         f"systems.kafka.streams.{counts}.samza.msg.serde": "long",
         "wordcount.output.stream": counts,
-        "job.id": f"{deploy}-{containers}-{run}",
+        "job.id": f"{deploy}_{containers}_{run}",  # no '-' in a job.id
         "job.container.count": str(containers),
         "job.deploy": deploy,
         "job.non-logged.store.base.dir": str(work / "state"),

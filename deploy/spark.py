@@ -46,7 +46,8 @@ def require_pyspark() -> None:
     if _IMPORT_ERROR is not None:
         raise SparkMissingError(
             f"running on Spark needs pyspark, which is not installed ({_IMPORT_ERROR}); install it with "
-            f"`pip install 'samsa[spark]'` (Java 17 must be on the PATH), or run with job.deploy=local"
+            "`pip install -e '.[spark]'` from Samsa's checkout (Java 17 must be on the PATH), or run with "
+            "job.deploy=local"
         )
 
 

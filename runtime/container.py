@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
+from samsa.adjunct.build import BuildSettings, build_change, build_settings
 from samsa.adjunct.exceptions import ExtractionError
 from samsa.adjunct.extractors import extractor_factory_key, extractor_for
 from samsa.adjunct.manager import (
@@ -325,8 +326,14 @@ class Container:
                 persistent = self._state.specs[store].factory == ROCKSDB
                 stored = read_offsets(store_dir, ssps) if persistent and store_dir.is_dir() else None
                 staleness = self.job.config.value(f"stores.{store}.adstore.max.staleness.ms")
+                build = self._adjunct_build(store, ssps)
+                rebuilt = (
+                    None if stored is None else build_change(stored.build, build, f"{store} of {tm.name}")
+                )
                 decisions = {
-                    ssp: self._adjunct_start(ssp, persistent, store_dir.is_dir(), stored, staleness, now_ms)
+                    ssp: self._adjunct_start(
+                        ssp, persistent, store_dir.is_dir(), stored, staleness, now_ms, rebuilt
+                    )
                     for ssp in ssps
                 }
                 wipe = next((d for d in decisions.values() if d.wipe), None)
@@ -352,7 +359,9 @@ class Container:
         stored: StoredOffsets | None,
         max_staleness_ms: int,
         now_ms: float,
+        rebuilt: str | None = None,
     ) -> AdjunctStart:
+        """`rebuilt`: what changed in the settings the store's rows were built with (`build_change`)."""
         consumer = self._consumers[ssp.system]
         low, high = consumer.watermarks((ssp.stream, ssp.partition))
         mark = stored.marks.get(ssp) if stored else None
@@ -367,7 +376,16 @@ class Container:
             low=low,
             high=high,
             changed=lambda: None if mark is None else mark_problem(consumer, ssp, mark),
+            build_changed=lambda: rebuilt,
         )
+
+    def _adjunct_build(self, store: str, ssps: list[SystemStreamPartition]) -> BuildSettings:
+        """The settings the rows of `store` fed from `ssps` depend on, recorded with its offsets."""
+        assert self._state is not None
+        spec = self._state.specs[store]
+        streams = {ssp: self.job.stream(ssp.system_stream) for ssp in ssps}
+        sources = {ssp: (s.key_serde, s.msg_serde) for ssp, s in streams.items()}
+        return build_settings(self.job.config, store, spec.key_serde, spec.msg_serde, sources)
 
     def _bounded_resume(
         self, task: str, ssp: SystemStreamPartition, engine: BoundedDatasetEngine
@@ -430,11 +448,13 @@ class Container:
                 # after a flush made everything before it durable, and reads the rest again.
                 engine.begin_bulk_load()
 
+            build = self._adjunct_build(store, ssps)
+
             def record_offsets() -> None:
                 # After the store's flush: the file never claims more than the store holds.
                 if all(ssp in ti.offsets for ssp in ssps):
                     offsets = {ssp: ti.offsets[ssp] for ssp in ssps}
-                    write_offsets(store_dir, offsets, self._marks(offsets))
+                    write_offsets(store_dir, offsets, self._marks(offsets), build)
 
             ti.storage.after_flush.append(record_offsets)
         writer = ti.storage.writers[store]
@@ -727,6 +747,8 @@ class Container:
                 clock=self._clock,
                 s3_client=self._pending_s3,
             )
+            # Before anything of the stores is touched or written (an exactly-once start's abort records).
+            self._state.check_changelogs(checkpoints)
             self._adjunct_starts = self._prepare_adjunct_stores()
             if self.job.exactly_once:
                 self._eos = ExactlyOnceTasks(

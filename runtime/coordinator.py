@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +78,34 @@ def check_broadcast_stores(job: JobConfig, counts: Mapping[SystemStream, int]) -
             )
 
 
+def _rejected(
+    system: str, role: str, given: Mapping[str, Any], error: KafkaConfigError, job: JobConfig
+) -> ConfigError:
+    """librdkafka's refusal of a system's client settings, naming the user's keys at fault."""
+    prefix = f"systems.{system}.{role}."
+    rejects = f"librdkafka rejects it ({error.reason})"
+    if error.setting:
+        return ConfigError(f"{prefix}{error.setting}: {rejects}; fix or remove it")
+    # librdkafka names the settings of a conflict in backquotes; the user set some of them, Samsa others.
+    named = [
+        s for s in dict.fromkeys(re.findall(r"`([a-z][a-z0-9._]*)(?:=[^`]*)?`", error.reason)) if s in given
+    ]
+    keys = ", ".join(prefix + s for s in named) or f"{prefix}*"
+    if role == "producer" and job.exactly_once and "enable.idempotence" in error.reason:
+        return ConfigError(
+            f"{keys}: {rejects}; job.processing.guarantee=exactly_once writes the outputs in Kafka "
+            "transactions, which need an idempotent producer with acks=all: remove it"
+        )
+    if role == "producer" and "`enable.idempotence`" in error.reason and "enable.idempotence" not in given:
+        fix = "remove it (acks=all)" if named == ["acks"] else "remove it or set it as idempotence needs"
+        return ConfigError(
+            f"{keys}: {rejects}; Samsa turns enable.idempotence on for its producers, so that a send "
+            f"retried after a lost acknowledgement is neither written twice nor reordered: {fix}, or set "
+            f"{prefix}enable.idempotence=false to accept duplicates and reordering on retries"
+        )
+    return ConfigError(f"{keys}: {rejects}; fix or remove it")
+
+
 class JobCoordinator:
     """Validates the job's topics and keeps one job model for all containers."""
 
@@ -145,11 +174,14 @@ class JobCoordinator:
             if not settings.kafka_clients:
                 continue
             for role, client in (("consumer", KafkaConsumer), ("producer", KafkaProducer)):
+                config = client_config(self.job, name, role)
+                if role == "producer" and self.job.exactly_once:
+                    # Exactly-once tasks write in transactions with the system's producer settings.
+                    config = {**config, "transactional.id": "samsa-config-check"}
                 try:
-                    client(client_config(self.job, name, role)).close()
+                    client(config).close()
                 except KafkaConfigError as e:
-                    key = f"systems.{name}.{role}.{e.setting}" if e.setting else f"systems.{name}.{role}.*"
-                    raise ConfigError(f"{key}: librdkafka rejects it ({e.reason}); fix or remove it") from e
+                    raise _rejected(name, role, client_config(self.job, name, role), e, self.job) from e
 
     def prepare(self) -> JobModel:
         """Creates resources and returns the current job model, publishing a new one if the inputs changed."""

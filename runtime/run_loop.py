@@ -22,6 +22,7 @@ from samsa.exactly_once.protocol import (
     classify_message,
     producer_name,
 )
+from samsa.exceptions import InvalidConfigError
 from samsa.kafka import KafkaConsumer, RawMessage
 from samsa.runtime.exceptions import TaskError, UserCodeError
 from samsa.runtime.metrics import Counter, Timer
@@ -763,6 +764,8 @@ class RunLoop:
                 if bad is None or e.partition != buf.ssp.partition or e.stream != buf.ssp.stream:
                     raise self._write_failed(buf, lo, hi, e) from e
                 error: Exception = e
+            except InvalidConfigError:
+                raise  # the store's serde fits none of the stream's records: a restart meets it again
             except Exception as e:
                 raise self._write_failed(buf, lo, hi, e) from e
             if bad:
@@ -780,7 +783,9 @@ class RunLoop:
 
     def _write_pairs(self, buf: PartitionBuffer, writer: StoreWriter, chunk: list[RawMessage]) -> bool:
         """The common case, fast: every message of the chunk decodes; keyless ones have nothing to store.
-        False (nothing written) when one does not decode: the caller then goes message by message."""
+        False (nothing written) when one does not decode, or the store refuses the chunk: the caller then
+        goes message by message, naming the message at fault (and its store's writer says whether its
+        serde fits the stream at all)."""
         if not chunk:
             return True
         key_from, msg_from = buf.key_from, buf.msg_from
@@ -803,12 +808,10 @@ class RunLoop:
             return False
         try:
             writer.write_raw_pairs(pairs) if raw else writer.write_pairs(pairs)  # type: ignore[attr-defined]
-        except Exception as e:
-            raise TaskError(
-                f"task {buf.task.name}: writing {buf.ssp.stream}#{buf.ssp.partition} offsets "
-                f"{chunk[0].offset()} to {chunk[-1].offset()} into its store failed: {e!r}; they are not "
-                "checkpointed and are read again after a restart"
-            ) from e
+        except Exception:
+            # A batch refused (a serde that does not take a value, or the engine): written again message
+            # by message, which names the message, or fails as a write failure (puts are idempotent).
+            return False
         buf.pos = len(buf.messages)
         self._buffered -= len(chunk)
         buf.task.offsets[buf.ssp] = chunk[-1].offset() + 1

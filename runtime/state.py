@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
@@ -33,6 +34,7 @@ from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.changelog.admin import ChangelogAdmin
 from samsa.stores.changelog.factory import ChangelogBackendFactory
 from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.stores.changelog.moved import changelog_moves, check_changelog_moves, kafka_probe
 from samsa.stores.factory import ROCKSDB, StoreSpec, store_specs
 from samsa.stores.rocksdb import container_memory
 from samsa.stores.rocksdb_options import RocksDbMemory
@@ -226,12 +228,45 @@ class ContainerState:
         self.transactions: dict[str, KafkaProducer] = {}
         #: The exactly-once state the task's commit in progress checkpoints.
         self.pending_eos: dict[str, EosState] = {}
+        self._changelogs_checked = False
+
+    def check_changelogs(self, checkpoints: Mapping[str, AnyCheckpoint]) -> None:
+        """Refuses the start (`ChangelogMovedError`) while a store's changelog was changed in the config and
+        the one its checkpoint names still holds its state (`stores.changelog.moved`). Before anything is
+        restored or written: the container calls it before an exactly-once start's abort records; `start`
+        calls it too (once in all)."""
+        if self._changelogs_checked:
+            return
+        logged = {
+            s: stream
+            for s, stream in self.changelogs.items()
+            if CHANGELOG in self.storage.store_backends[s].backup and s not in self.storage.read_only
+        }
+        markers: dict[str, Markers | None] = {}
+        v1: dict[str, list[SystemStreamPartition]] = {}
+        for task in self.storage.contexts:
+            checkpoint = checkpoints.get(task)
+            if isinstance(checkpoint, CheckpointV2):
+                markers[task] = checkpoint.state_markers.get(CHANGELOG)
+            elif checkpoint is not None:
+                v1[task] = list(checkpoint.changelog_offsets)
+        moves = changelog_moves(logged, markers, v1)
+        if moves:
+            job = self.job
+
+            def config_for(system: str) -> dict[str, Any] | None:
+                settings = job.systems.get(system)
+                return client_config(job, system) if settings and settings.kafka_clients else None
+
+            check_changelog_moves(moves, kafka_probe(config_for))
+        self._changelogs_checked = True
 
     def start(
         self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event, registry: m.MetricsRegistry
     ) -> dict[str, TaskStorage]:
         """Restores every durable store to its checkpoint, then opens all stores for processing."""
         self._registry = registry
+        self.check_changelogs(checkpoints)
         markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
         ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
         if self._blob_factory is not None:

@@ -29,9 +29,11 @@ def checkpoint_producer_config(job: JobConfig, container_id: str) -> dict[str, A
     config = client_config(job, checkpoint_system(job), "producer")
     # One id per container, the same at every start (any host, any deployment): a start registering it
     # fences the older ones, whose checkpoint transactions then fail. A transactional producer is
-    # idempotent whatever the system's producer settings say.
+    # idempotent, with acks=all, whatever the system's producer settings say (an at-least-once job's
+    # `acks=1` with `enable.idempotence=false` is for its outputs).
     config["transactional.id"] = f"samsa-checkpoint-{job.job_key}-container-{container_id}"
     config.pop("enable.idempotence", None)
+    config.pop("acks", None)
     # Connected to every broker at once, init_transactions takes 1-3 ms on the dev broker; with sparse
     # connections it waited for librdkafka's connection timers: 53 ms, and 503 ms one start in three.
     config.setdefault("enable.sparse.connections", False)

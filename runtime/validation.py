@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import weakref
 from collections.abc import Mapping
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
@@ -17,7 +18,7 @@ from samsa.runtime.task_instance import check_constructor
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backends import BLOBSTORE, store_backends
 from samsa.stores.changelog.admin import check_unique_changelogs
-from samsa.stores.factory import StoreSpec, store_specs
+from samsa.stores.factory import StoreSpec, check_factory, store_specs
 from samsa.stores.rocksdb_options import RocksDbMemory
 from samsa.streams import SystemStream
 
@@ -32,6 +33,20 @@ _STREAM_KEY = "systems.<sys>.streams.<stream>."
 # allows: a warning.
 _CONSUMPTION_SETTINGS = frozenset(
     {"samza.offset.default", "samza.reset.offset", "samza.bootstrap", "samza.priority"}
+)
+
+
+# Per job, the keys naming no stream of it that were already logged.
+_WARNED: weakref.WeakKeyDictionary[JobConfig, set[str]] = weakref.WeakKeyDictionary()
+_SERDE_KEYS = frozenset(
+    {
+        "systems.<sys>.samza.key.serde",
+        "systems.<sys>.samza.msg.serde",
+        f"{_STREAM_KEY}samza.key.serde",
+        f"{_STREAM_KEY}samza.msg.serde",
+        "stores.<s>.key.serde",
+        "stores.<s>.msg.serde",
+    }
 )
 
 
@@ -62,8 +77,10 @@ def check_job(job: JobConfig) -> None:
     specs = store_specs(job.config)
     _check_changelogs(job, specs)
     for store, spec in specs.items():
+        check_factory(spec)  # a custom engine class: importable, a store, its constructor takes (path, spec)
         _resolve(serdes, spec.key_serde, f"stores.{store}.key.serde", None, True)
         _resolve(serdes, spec.msg_serde, f"stores.{store}.msg.serde", None, False)
+    _check_serde_keys(job, serdes)
     for store in job.adjunct_inputs:
         if store in specs and store_backends(job.config, specs[store]).durable:
             raise ConfigError(
@@ -153,7 +170,7 @@ def _check_changelogs(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
 def _check_stream_keys(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
     """A `systems.<sys>.streams.<stream>.*` key must name one of the job's streams: an error for settings
     of how a stream is consumed. Others may name a stream the task sends to without task.outputs (as in
-    Samza; the README's word count does): only logged at debug level."""
+    Samza; the README's word count does): a warning, which names the stream meant when one is close."""
     streams = job_streams(job, _changelogs(specs))
     for key in sorted(job.config):
         found = job.config.registry.lookup(key)
@@ -164,12 +181,39 @@ def _check_stream_keys(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
             continue
         setting = found[0].pattern[len(_STREAM_KEY) :]
         listed = ", ".join(f"{s} ({role})" for s, role in streams.items())
-        close = difflib.get_close_matches(str(stream), [str(s) for s in streams], n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        # Stream names of its system only: compared with the system prefix, `kafka.out` was "close" to
+        # `kafka.sin`.
+        same_system = [s.stream for s in streams if s.system == stream.system]
+        close = difflib.get_close_matches(stream.stream, same_system, n=1)
+        hint = f"did you mean {stream.system}.{close[0]}? " if close else ""
         problem = f"{key}: stream {stream} is none of the job's streams ({listed}); {hint}"
         if setting in _CONSUMPTION_SETTINGS or (setting == "samza.intermediate" and job.exactly_once):
             raise ConfigError(problem + "fix the stream name or remove the key")
-        log.debug("%s", problem + "it applies only if the task sends to that stream")
+        warned = _WARNED.setdefault(job, set())
+        if key not in warned:  # once per key: a supervisor prepares the job again on a partition change
+            warned.add(key)
+            log.warning(
+                "%s",
+                problem + "it applies only if the task sends to that stream (list the stream in "
+                "task.outputs to say it does)",
+            )
+
+
+def _check_serde_keys(job: JobConfig, serdes: SerdeRegistry) -> None:
+    """Every serde name the config gives resolves, also for a stream the task sends to without listing it
+    in task.outputs: found at the first send, a typo would stop the job hours into its run."""
+    for key in sorted(job.config):
+        name = job.config[key].strip()
+        found = job.config.registry.lookup(key)
+        if not name or found is None or found[0].pattern not in _SERDE_KEYS:
+            continue  # blank: the system's serde (or the default) applies
+        if found[0].pattern.startswith(_STREAM_KEY):
+            stream = found[1][1]
+            _resolve(serdes, name, key, stream, found[0].pattern.endswith(".key.serde"))
+        elif name not in serdes.names:
+            # A system's serde, resolved for each of its streams above; here only the name is checked (a
+            # schema registry's subject needs a topic).
+            _resolve(serdes, name, key, None, False)
 
 
 def _check_blob_checkpoints(job: JobConfig, blob_stores: list[str]) -> None:

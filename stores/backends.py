@@ -58,6 +58,11 @@ def _factories(config: Mapping[str, str], keys: tuple[str, ...]) -> tuple[str, t
     return None
 
 
+def _no_backup(store: str) -> str:
+    """The setting that keeps a job-wide backup off one store, as it reads in either config format."""
+    return f'stores.{store}.backup.factories= (empty; in YAML: stores.{store}.backup.factories: "")'
+
+
 def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
     """Backup: `stores.<s>.backup.factories`, else the job's, else `changelog` when the store has one.
     Restore: `stores.<s>.restore.factories`, else the job's (for stores something backs up), else backup."""
@@ -68,13 +73,24 @@ def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
     backup_key, backup = found if found else ("", (CHANGELOG,) if spec.changelog else ())
     if CHANGELOG in backup and not spec.changelog:
         raise StoreConfigError(
-            f"stores.{s}.changelog", f"is required: {backup_key} backs store {s!r} up to it"
+            f"stores.{s}.changelog",
+            f"is required: {backup_key} backs store {s!r} up to it; set stores.{s}.changelog="
+            f"<system>.<stream> (a topic of the store's own, e.g. kafka.<job>-{s}-changelog), or, for a "
+            f"store kept by no backend (empty at every start), {_no_backup(s)}",
         )
     if BLOBSTORE in backup and spec.factory != ROCKSDB:
+        store_key = f"stores.{s}.backup.factories"
+        changelog = (
+            f"{store_key}={CHANGELOG}"
+            if spec.changelog
+            else f"{store_key}={CHANGELOG} and stores.{s}.changelog=<system>.<stream> (a topic of the "
+            f"store's own, e.g. kafka.<job>-{s}-changelog)"
+        )
         raise StoreConfigError(
-            backup_key or f"stores.{s}.backup.factories",
-            f"the blob store backs up RocksDB stores only, and store {s!r} is {spec.factory}; back it up "
-            f"with {CHANGELOG} (stores.{s}.backup.factories={CHANGELOG})",
+            backup_key or store_key,
+            f"the blob store backs up RocksDB stores only, and store {s!r} is {spec.factory}. Either keep "
+            f"no backup of it (a scratch store, empty at every start): {_no_backup(s)}; or back it up "
+            f"to a changelog (it then survives restarts): {changelog}",
         )
     own = _factories(config, (f"stores.{s}.restore.factories",))
     job = _factories(config, ("stores.restore.factories", "task.restore.factories")) if backup else None

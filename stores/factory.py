@@ -1,7 +1,9 @@
 """Store definitions read from `stores.<s>.*` config, and opening the bytes engine each one names."""
 
 import importlib
+import inspect
 import re
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,23 +113,99 @@ def _optional(sub: Mapping[str, str], key: str) -> str | None:
 def open_engine(spec: StoreSpec, path: Path) -> KeyValueStore[bytes, bytes]:
     """Open the bytes engine of `spec`; `path` is the store's directory (unused by `inmemory`).
 
-    A custom factory is called as `Class(path, spec)` and must return a `KeyValueStore[bytes, bytes]`.
+    A custom factory (`stores.<s>.factory=module:Class`) is a `samsa.stores.api.KeyValueStore` subclass
+    called as `Class(path, spec)`; it must return a `KeyValueStore[bytes, bytes]`. One that is not, or whose
+    constructor does not take those arguments, is a `StoreConfigError` naming the key (`check_factory`).
     """
     if spec.factory == ROCKSDB:
         return RocksDbStore(path, spec.rocksdb, name=spec.name)
     if spec.factory == INMEMORY:
         return InMemoryStore(spec.name)
-    engine = _resolve_factory(spec)(path, spec)
+    factory = cast(Callable[[Path, StoreSpec], object], check_factory(spec))
+    try:
+        engine = factory(path, spec)
+    except TypeError as e:
+        # Deterministic: a restart would fail the same way, so a config error (not restarted) naming the key.
+        raise StoreConfigError(
+            spec.key("factory"),
+            f"{spec.factory}(path, spec) raised TypeError: {e}{_raised_at(e)}; {_FACTORY_CONTRACT}",
+        ) from e
     if not isinstance(engine, KeyValueStore):
         raise StoreConfigError(
             spec.key("factory"),
-            f"{spec.factory} returned a {type(engine).__name__}, not a store; "
-            "subclass samsa.stores.api.KeyValueStore[bytes, bytes]",
+            f"{spec.factory} returned a {type(engine).__name__}, not a store; {_FACTORY_CONTRACT}",
         )
     return engine
 
 
-def _resolve_factory(spec: StoreSpec) -> Callable[[Path, StoreSpec], object]:
+_FACTORY_CONTRACT = (
+    "a store factory is a subclass of samsa.stores.api.KeyValueStore (bytes keys and values) whose "
+    "constructor takes (path: pathlib.Path, spec: samsa.stores.factory.StoreSpec): the store's directory "
+    "and its definition (spec.config: its stores.<s>.* keys); or use rocksdb or inmemory (docs/state.md, "
+    "Custom engines)"
+)
+
+
+def check_factory(spec: StoreSpec) -> type[KeyValueStore[bytes, bytes]] | None:
+    """The class of a custom `stores.<s>.factory`, checked without building an engine: it imports, is a
+    concrete `KeyValueStore` subclass, and its constructor accepts `(path, spec)`; None for `rocksdb` and
+    `inmemory`. Raises `StoreConfigError` naming the key, the class and what a factory must be (run before
+    containers start, and again by `open_engine`)."""
+    if spec.factory in (ROCKSDB, INMEMORY):
+        return None
+    key = spec.key("factory")
+    target = _resolve_factory(spec)
+    if not issubclass(target, KeyValueStore):
+        kind = next(
+            (f"a {base.__module__}.{base.__qualname__}" for base in target.__mro__[1:-1] if base.__module__),
+            "a plain class",
+        )
+        raise StoreConfigError(
+            key,
+            f"{spec.factory} ({target.__module__}.{target.__qualname__}, {kind}) is not a store factory; "
+            f"{_FACTORY_CONTRACT}",
+        )
+    if inspect.isabstract(target):
+        missing = ", ".join(sorted(getattr(target, "__abstractmethods__", ())))
+        raise StoreConfigError(
+            key,
+            f"{spec.factory} is abstract: it does not implement {missing}{_defined_at(target)}; "
+            f"{_FACTORY_CONTRACT}",
+        )
+    try:
+        inspect.signature(target).bind(Path(), spec)
+    except TypeError as e:
+        raise StoreConfigError(
+            key,
+            f"{spec.factory}{_signature(target)} cannot be called as {target.__qualname__}(path, spec) "
+            f"({e}){_defined_at(target)}; {_FACTORY_CONTRACT}",
+        ) from None
+    except ValueError:  # no signature to read (a C-level class): its call says
+        pass
+    return cast(type[KeyValueStore[bytes, bytes]], target)
+
+
+def _signature(target: type) -> str:
+    try:
+        return str(inspect.signature(target).replace(return_annotation=inspect.Signature.empty))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _defined_at(target: type) -> str:
+    try:
+        code = getattr(target, "__init__").__code__  # noqa: B009 - mypy: __init__ of a type
+    except AttributeError:
+        return ""
+    return f" (its __init__ is at {code.co_filename}:{code.co_firstlineno})"
+
+
+def _raised_at(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if len(frames) > 1 else ""
+
+
+def _resolve_factory(spec: StoreSpec) -> type:
     key = spec.key("factory")
     module_name, sep, attr = spec.factory.partition(":")
     if not sep:
@@ -138,5 +216,8 @@ def _resolve_factory(spec: StoreSpec) -> Callable[[Path, StoreSpec], object]:
         raise StoreConfigError(key, f"cannot import module {module_name!r} of {spec.factory!r}: {e}") from e
     target = getattr(module, attr, None)
     if not isinstance(target, type):
-        raise StoreConfigError(key, f"module {module_name!r} has no class {attr!r}")
-    return cast(Callable[[Path, StoreSpec], object], target)
+        found = "" if target is None else f" (it is a {type(target).__name__})"
+        raise StoreConfigError(
+            key, f"module {module_name!r} has no class {attr!r}{found}; {_FACTORY_CONTRACT}"
+        )
+    return target

@@ -26,6 +26,20 @@ def parse_stream(text: str, key: str) -> SystemStream:
     return SystemStream(system, stream)
 
 
+def _job_id(name: str, value: str) -> str:
+    """`job.id`, refused when it holds a `-`: `<job.name>-<job.id>` must name one job only."""
+    if "-" in value:
+        head, _, tail = value.rpartition("-")
+        raise ConfigError(
+            f"job.id={value!r} contains '-': the job's transactional ids, state and lock dirs, dead-letter "
+            "topic and blob keys are named <job.name>-<job.id>, so another job could get the same names "
+            f"and fence or lock this one out (job.name={name} with job.id={value} and job.name={name}-{head} "
+            f"with job.id={tail} are both {name}-{value}); use '_' or '.' instead, e.g. "
+            f"job.id={value.replace('-', '_')}"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class SystemSettings:
     """One `systems.<sys>.*` block."""
@@ -54,6 +68,8 @@ class StreamSettings:
     offset_default: str  # "oldest" | "upcoming"
 
 
+_DEFAULT_SERDE = "bytes"
+_INTERMEDIATE_KEY = "systems.<sys>.streams.<stream>.samza.intermediate"
 _BROADCAST_PARTS = re.compile(r"\[(\d+)-(\d+)\]|(\d+)")
 
 
@@ -63,7 +79,7 @@ class JobConfig:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.name: str = config.required("job.name")
-        self.id: str = config.value("job.id")
+        self.id: str = _job_id(self.name, config.value("job.id"))
         self.task_class: str = config.required("task.class")
         self.inputs = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
@@ -117,13 +133,15 @@ class JobConfig:
             if not (key.startswith("stores.") and key.endswith(suffix)):
                 continue
             store = key[len("stores.") : -len(suffix)]
+            if not self.config[key].strip():
+                continue  # blank means unset, as in Samza
             stream = parse_stream(self.config[key], key)
             if stream in self.inputs:
                 raise ConfigError(
                     f"{key}={stream}: the stream is also in task.inputs; an adjunct stream's messages go "
                     "to its store, never to process() - remove it from task.inputs"
                 )
-            if f"stores.{store}.changelog" in self.config:
+            if self.config.get(f"stores.{store}.changelog", "").strip():
                 raise ConfigError(
                     f"stores.{store}.changelog: store {store!r} is an adjunct store (stores.{store}.adstore."
                     "input), rebuilt from its stream; it cannot also have a changelog - remove one of them"
@@ -189,7 +207,7 @@ class JobConfig:
         for store, stream in self.adjunct_inputs.items():
             use(stream.system, f"stores.{store}.adstore.input", str(stream))
         for key in sorted(self.config):
-            if re.fullmatch(r"stores\.[^.]+\.changelog", key):
+            if re.fullmatch(r"stores\.[^.]+\.changelog", key) and self.config[key].strip():
                 use(parse_stream(self.config[key], key).system, key, self.config[key])
         dlq_key = "task.deserialization.dlq.stream"
         dlq = self.config.value(dlq_key)
@@ -243,8 +261,9 @@ class JobConfig:
         value = self.config.value
         return StreamSettings(
             stream=stream,
-            key_serde=value(f"{prefix}key.serde") or value(f"{sys_prefix}samza.key.serde"),
-            msg_serde=value(f"{prefix}msg.serde") or value(f"{sys_prefix}samza.msg.serde"),
+            # A blank value is unset, as in Samza: the system's serde, else the default.
+            key_serde=value(f"{prefix}key.serde") or value(f"{sys_prefix}samza.key.serde") or _DEFAULT_SERDE,
+            msg_serde=value(f"{prefix}msg.serde") or value(f"{sys_prefix}samza.msg.serde") or _DEFAULT_SERDE,
             bootstrap=bool(value(f"{prefix}bootstrap")),
             reset_offset=bool(value(f"{prefix}reset.offset")),
             offset_default=value(f"{prefix}offset.default") or value(f"{sys_prefix}samza.offset.default"),
@@ -254,7 +273,24 @@ class JobConfig:
         """`samza.intermediate=true`: the stream links two exactly-once Samsa jobs."""
         return bool(self.config.value(f"systems.{stream.system}.streams.{stream.stream}.samza.intermediate"))
 
+    def _check_intermediate_needs_exactly_once(self) -> None:
+        # The flag only means something to an exactly-once job: an at-least-once one would write such a
+        # stream without the exactly-once header and markers, and its exactly-once downstream would fail on
+        # the first record, far from the cause.
+        if self.exactly_once:
+            return
+        for key in sorted(self.config):
+            found = self.config.registry.lookup(key)
+            if found is None or found[0].pattern != _INTERMEDIATE_KEY or not self.config.value(key):
+                continue
+            raise ConfigError(
+                f"{key}=true: an intermediate stream links two exactly-once Samsa jobs (its records carry "
+                "the exactly-once header, its partitions the version markers), but this job is at-least-once "
+                "(job.processing.guarantee); set job.processing.guarantee=exactly_once, or remove the key"
+            )
+
     def _check_exactly_once(self) -> None:
+        self._check_intermediate_needs_exactly_once()
         if not self.exactly_once:
             return
         if not self.outputs:
@@ -266,9 +302,10 @@ class JobConfig:
         if self.commit_ms <= 0:
             raise ConfigError(
                 f"task.commit.ms={self.commit_ms}: job.processing.guarantee=exactly_once needs a positive "
-                "commit interval: source tasks cut and number their versions by it (version = now / "
-                "task.commit.ms), so without one nothing is committed or sent downstream until the job "
-                "stops; set task.commit.ms to a positive number of milliseconds (default 60000)"
+                "commit interval: source tasks cut their versions on its multiples of the clock (a version "
+                "is the last such multiple, in milliseconds), so without one nothing is committed or sent "
+                "downstream until the job stops; set task.commit.ms to a positive number of milliseconds "
+                "(default 60000)"
             )
         broadcast = sorted(
             {str(p.system_stream) for p in self.broadcast} - {str(s) for s in self.adjunct_inputs.values()}

@@ -9,7 +9,12 @@ _CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
 KEYS = [
     # Job and tasks
     Key("job.name", "str", "Name of the job; with job.id it names internal topics and state dirs."),
-    Key("job.id", "str", "Instance id of the job, to run several copies of one job.", default="1"),
+    Key(
+        "job.id",
+        "str",
+        "Instance id of the job, to run several copies of one job; no '-' (use '_' or '.').",
+        default="1",
+    ),
     Key("task.class", "class", "The StreamTask class, as module:Class or module.Class on PYTHONPATH."),
     Key("task.inputs", "list", "Comma list of <system>.<stream> the tasks consume."),
     Key(
@@ -231,7 +236,8 @@ KEYS = [
     Key(
         "systems.<sys>.streams.<stream>.samza.intermediate",
         "bool",
-        "true: the stream links two exactly-once Samsa jobs (markers, no broker transactions).",
+        "true: the stream links two exactly-once Samsa jobs (markers, no broker transactions); set it in "
+        "both jobs (refused in an at-least-once job).",
         default="false",
     ),
     Key(
@@ -266,7 +272,8 @@ KEYS = [
     Key(
         "stores.<s>.changelog",
         "str",
-        "<system>.<stream> the store's writes are logged to (compacted, one partition per task).",
+        "<system>.<stream> the store's writes are logged to (compacted, one partition per task); blank: "
+        "none.",
     ),
     Key(
         "stores.<s>.changelog.replication.factor",

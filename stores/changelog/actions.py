@@ -91,8 +91,11 @@ def store_actions(i: RestoreInputs) -> StoreActions:
             newest,
             newest,
             (
-                f"the checkpoint's changelog is {checkpointed.changelog}, not {i.changelog} (changed in the "
-                f"config?): restoring all of {full}, nothing undone",
+                # The start checked that the checkpoint's changelog is deleted or empty (it refuses while
+                # that one still holds the state: `moved.check_changelog_moves`).
+                f"the checkpoint's changelog is {checkpointed.changelog}, not {i.changelog} (stores."
+                f"{i.store}.changelog was changed; the old topic is deleted or empty): its local "
+                f"checkpoint dirs are dropped, restoring all of {full}, nothing undone",
             ),
             degraded=True,
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from samsa.exceptions import InvalidConfigError
 from samsa.stores.exceptions import StoreError
 
 
@@ -40,4 +43,50 @@ class RestoreInterrupted(ChangelogError):
         super().__init__(
             f"restore of store {store!r} of task {task!r} was interrupted{at}; "
             "it restarts from the checkpoint at the next start"
+        )
+
+
+class ChangelogMovedError(ChangelogError, InvalidConfigError):
+    """`stores.<s>.changelog` names another topic than the one a task's last checkpoint has the store's
+    state in, and that topic still holds records (or cannot be looked at): restoring from the new topic would
+    start the store without its state. A restart meets it again: a config-like error, not restarted."""
+
+    def __init__(self, moves: Sequence[tuple[str, str, str, Sequence[str], bool | None]]) -> None:
+        """`moves`: (store, the checkpoint's changelog, the configured one, the tasks, whether the
+        checkpoint's changelog holds records: None when its system is not defined in the config)."""
+        self.moves = [(store, old, new, tuple(tasks), holds) for store, old, new, tasks, holds in moves]
+        self.stores = sorted({m[0] for m in self.moves})
+        parts = []
+        for store, old, new, tasks, holds in self.moves:
+            old_system, _, old_topic = old.partition(".")
+            new_system, _, new_topic = new.partition(".")
+            of = f"task(s) {', '.join(repr(t) for t in tasks)}"
+            if holds is None:
+                state = (
+                    f"its system {old_system!r} is not defined in the config (systems.{old_system}.*), so "
+                    "whether the topic still holds the state cannot be checked"
+                )
+            else:
+                state = f"topic {old_topic} still holds records"
+            other_cluster = f" (on the cluster of system {old_system!r})" if old_system != new_system else ""
+            define = (
+                f"; with systems.{old_system}.bootstrap.servers defined again, a start can check whether "
+                f"{old} still holds records"
+                if holds is None
+                else ""
+            )
+            parts.append(
+                f"store {store!r}: the last checkpoint of {of} has its state in changelog {old}, but "
+                f"stores.{store}.changelog is now {new}, and {state}. Restoring from {new} would start the "
+                f"store without that state, so the start is refused; nothing was restored, written or "
+                f"deleted (the store's local directories included). To go on, either set "
+                f"stores.{store}.changelog={old} back; or move the state: copy every record of topic "
+                f"{old_topic}{other_cluster} into topic {new_topic} (on system {new_system!r}), partition "
+                f"for partition and in order, keys, values and headers as they are (any Kafka tool: kcat, "
+                f"MirrorMaker, a consumer-producer script), then delete topic {old_topic}{other_cluster}; or "
+                f"start the store over (its state is lost): delete topic {old_topic}{other_cluster}{define}. "
+                f"A start that finds {old} deleted or empty restores the store from {new}"
+            )
+        super().__init__(
+            "; ".join(parts) + ". See docs/state.md (Changelogs: renaming or moving a changelog)"
         )

@@ -156,3 +156,29 @@ def test_the_built_in_writer_writes_nothing_of_a_chunk_holding_a_message_it_cann
     writer.write(chunk[:2])  # what the run loop does next: the messages before it, then the rest
     writer.write(chunk[3:])
     assert (sorted(store.all()), seals.sealed) == ([(b"k0", b"a"), (b"k3", b"b")], [2])
+
+
+def test_the_docs_custom_manager_example_runs_as_written(
+    job_config, topics, produce, read_topic, run_job, monkeypatch
+):
+    import re
+    import types
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "adjunct.md").read_text()
+    section = docs.split("**A custom manager.**", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "docs/adjunct.md: the custom manager's code block"
+    module = types.ModuleType("docs_adjunct_manager")
+    exec(code.group(1), module.__dict__)
+    monkeypatch.setitem(sys.modules, "docs_adjunct_manager", module)
+    orders, customers, out = topics(2), topics(2), topics(2)
+    _customers(produce, customers)
+    for cid in (1, 2, 3, 4):
+        produce(orders, [(str(cid), f"o{cid}")], partition=cid % 2)
+    config = enrich_job(
+        job_config, orders, customers, out, **{MANAGER_FACTORY_KEY: "docs_adjunct_manager:MyManagerFactory"}
+    )
+    (container,) = run_job(config)
+    assert _enriched(read_topic, out) == {"o1": "c1", "o2": "c2", "o3": "c3", "o4": "?"}
+    stored = container.registry.snapshot()["samsa_adjunct_records_total"]
+    assert sum(s["value"] for s in stored) == 3

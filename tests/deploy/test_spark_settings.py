@@ -31,7 +31,7 @@ def test_a_missing_spark_extra_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(spark_module, "_IMPORT_ERROR", ImportError("No module named 'pyspark'"))
     with pytest.raises(SparkMissingError) as info:
         require_pyspark()
-    assert "pip install 'samsa[spark]'" in str(info.value)
+    assert "pip install -e '.[spark]'" in str(info.value)
     assert "job.deploy=local" in str(info.value)
 
 

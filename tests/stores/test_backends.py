@@ -106,3 +106,29 @@ def test_a_job_wide_restore_list_leaves_stores_without_backup_alone() -> None:
 def test_a_backed_up_store_needs_a_restore_factory() -> None:
     with pytest.raises(StoreConfigError, match=r"stores\.s\.restore\.factories.*needs a restore factory"):
         store_backends({"stores.s.restore.factories": ""}, LOGGED)
+
+
+def test_a_blob_backed_in_memory_store_is_told_both_ways_on() -> None:
+    scratch = StoreSpec("scratch", "inmemory")
+    with pytest.raises(StoreConfigError) as info:
+        store_backends({"stores.backup.factories": "blobstore"}, scratch)
+    message = str(info.value)
+    assert message.startswith("stores.backup.factories: "), message
+    assert 'stores.scratch.backup.factories= (empty; in YAML: stores.scratch.backup.factories: "")' in message
+    assert (
+        "stores.scratch.backup.factories=changelog and stores.scratch.changelog=<system>.<stream>" in message
+    )
+    # A store that has its changelog already needs the backup key only.
+    logged = StoreSpec("scratch", "inmemory", changelog="kafka.c")
+    with pytest.raises(StoreConfigError) as info:
+        store_backends({"stores.backup.factories": "blobstore"}, logged)
+    assert "stores.scratch.changelog=<system>" not in str(info.value)
+    assert "stores.scratch.backup.factories=changelog" in str(info.value)
+
+
+def test_a_changelog_backup_without_a_changelog_is_told_both_ways_on() -> None:
+    with pytest.raises(StoreConfigError) as info:
+        store_backends({"stores.backup.factories": "changelog"}, PLAIN)
+    message = str(info.value)
+    assert "set stores.s.changelog=<system>.<stream>" in message
+    assert "stores.s.backup.factories= (empty" in message

@@ -1,12 +1,14 @@
 """Store specs from `stores.<s>.*` config, and opening their engines (built-in and custom classes)."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from samsa.exceptions import InvalidConfigError
 from samsa.stores.api import KeyValueStore
 from samsa.stores.exceptions import StoreConfigError, StoreNotFoundError
-from samsa.stores.factory import GLOBAL_STORE_KEYS, StoreSpec, open_engine, store_specs
+from samsa.stores.factory import GLOBAL_STORE_KEYS, StoreSpec, check_factory, open_engine, store_specs
 from samsa.stores.memory import InMemoryStore
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.rocksdb_options import RocksDbOptions
@@ -137,7 +139,8 @@ def test_open_custom_engine_class(tmp_path: Path, sep: str) -> None:
     [
         ("no_such_module_xyz:Engine", "cannot import module 'no_such_module_xyz'"),
         (f"{__name__}:Missing", "has no class 'Missing'"),
-        (f"{__name__}:NotAStore", "returned a NotAStore, not a store"),
+        (f"{__name__}:NotAStore", "is not a store factory; a store factory is a subclass of"),
+        (f"{__name__}:store_specs", "has no class 'store_specs' .it is a function."),
     ],
 )
 def test_bad_custom_factory_names_the_key(tmp_path: Path, factory: str, message: str) -> None:
@@ -165,3 +168,90 @@ def test_a_store_name_that_looks_like_a_checkpoint_dir_is_refused() -> None:
 
     with pytest.raises(StoreConfigError, match=r"stores\.x-1-2\.factory.*looks like a checkpoint"):
         store_specs({"stores.x-1-2.factory": "rocksdb"})
+
+
+class NoArgsEngine(InMemoryStore):
+    def __init__(self) -> None:
+        super().__init__("x")
+
+
+class RaisingEngine(InMemoryStore):
+    def __init__(self, path: Path, spec: StoreSpec) -> None:
+        super().__init__(spec.name)
+        self.limit = int(spec.config.get("limit"))  # type: ignore[arg-type]  # None: TypeError
+
+
+class AbstractEngine(KeyValueStore[bytes, bytes]):
+    def __init__(self, path: Path, spec: StoreSpec) -> None:
+        pass
+
+
+class NewReturnsNoStore(InMemoryStore):
+    def __new__(cls, path: Path, spec: StoreSpec) -> Any:  # type: ignore[misc]
+        return object()
+
+
+def test_a_class_that_is_no_store_factory_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    from samsa.runtime.task import StreamTask
+
+    class Echo(StreamTask):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            pass
+
+    globals()["Echo"] = Echo
+    try:
+        spec = StoreSpec(name="kv", factory=f"{__name__}:Echo")
+        for check in (lambda: check_factory(spec), lambda: open_engine(spec, tmp_path / "kv")):
+            with pytest.raises(StoreConfigError) as info:
+                check()
+            message = str(info.value)
+            assert info.value.key == "stores.kv.factory" and isinstance(info.value, InvalidConfigError)
+            assert message.startswith(f"stores.kv.factory: {__name__}:Echo ("), message
+            assert "a samsa.runtime.task.StreamTask) is not a store factory" in message, message
+            assert "subclass of samsa.stores.api.KeyValueStore" in message
+            assert "takes (path: pathlib.Path, spec: samsa.stores.factory.StoreSpec)" in message
+    finally:
+        del globals()["Echo"]
+    assert not (tmp_path / "kv").exists()
+
+
+def test_a_store_whose_constructor_takes_other_arguments_is_refused_by_the_check(tmp_path: Path) -> None:
+    spec = StoreSpec(name="kv", factory=f"{__name__}:NoArgsEngine")
+    with pytest.raises(StoreConfigError) as info:
+        check_factory(spec)
+    message = str(info.value)
+    expected = "NoArgsEngine() cannot be called as NoArgsEngine(path, spec) (too many positional"
+    assert expected in message, message
+    assert "test_factory.py:" in message  # where its __init__ is
+    with pytest.raises(StoreConfigError, match="cannot be called as NoArgsEngine"):
+        open_engine(spec, tmp_path / "kv")
+
+
+def test_a_constructor_raising_type_error_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    spec = StoreSpec(name="kv", factory=f"{__name__}:RaisingEngine")
+    assert check_factory(spec) is RaisingEngine  # the cheap check cannot tell
+    with pytest.raises(StoreConfigError) as info:
+        open_engine(spec, tmp_path / "kv")
+    message = str(info.value)
+    assert info.value.key == "stores.kv.factory" and isinstance(info.value, InvalidConfigError)
+    assert f"{__name__}:RaisingEngine(path, spec) raised TypeError: int() argument" in message, message
+    assert "subclass of samsa.stores.api.KeyValueStore" in message
+    assert "(at " in message and "test_factory.py:" in message  # the line that raised
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_an_abstract_store_class_is_refused_naming_what_it_lacks() -> None:
+    lacks = "is abstract: it does not implement all, close, flush, get, put, range"
+    with pytest.raises(StoreConfigError, match=lacks):
+        check_factory(StoreSpec(name="kv", factory=f"{__name__}:AbstractEngine"))
+
+
+def test_built_in_engines_need_no_check() -> None:
+    assert check_factory(StoreSpec(name="kv", factory="rocksdb")) is None
+    assert check_factory(StoreSpec(name="kv", factory="inmemory")) is None
+    assert check_factory(StoreSpec(name="kv", factory=f"{__name__}:CustomEngine")) is CustomEngine
+
+
+def test_a_factory_returning_no_store_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreConfigError, match="returned a object, not a store"):
+        open_engine(StoreSpec(name="kv", factory=f"{__name__}:NewReturnsNoStore"), tmp_path / "kv")

@@ -32,3 +32,12 @@ class NeedsArguments:
 
     def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
         return ()
+
+
+class NameOrRecordExtractor:
+    """Stores each customer's name (a str), but the whole record (a dict) of the one whose name is
+    `odd`: a string store takes every record but that one."""
+
+    def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
+        value = envelope.value
+        yield envelope.key, value if value["name"] == "odd" else value["name"]
