@@ -14,6 +14,14 @@ __all__ = ["SOURCES", "BuildSettings", "build_change", "build_settings"]
 
 log = logging.getLogger(__name__)
 
+# Serde options that do not change how a record decodes: the registry's credentials (a secret, never to be
+# written to the offsets file or logged; rotating it must not rebuild the store) and whether a writer
+# registers schemas.
+_NOT_DECODING = frozenset({"basic.auth.user.info", "auto.register.schemas"})
+# Options whose presence changes decoding (the Confluent wire format) but whose value does not: a registry
+# moved to another address serves the same schema ids.
+_PRESENCE_ONLY = frozenset({"schema.registry.url"})
+
 BuildSettings = dict[str, str | None]
 """Config key (or `SOURCES`) -> its value, of everything that decides the store's rows."""
 
@@ -51,7 +59,10 @@ def build_settings(
         serdes |= {stream_key, stream_msg}
     for name in sorted(s for s in serdes if s):
         prefix = f"serializers.registry.{name}."
-        out.update({prefix + k: v for k, v in config.subset(prefix).items()})
+        for option, value in config.subset(prefix).items():
+            if option in _NOT_DECODING:
+                continue
+            out[prefix + option] = "set" if option in _PRESENCE_ONLY and value else value
     return out
 
 

@@ -11,7 +11,7 @@ from samsa.checkpoint.compacted_log import read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
-from samsa.runtime.config.job import JobConfig
+from samsa.runtime.config.job import JobConfig, job_id_clash
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import JobModel, build_job_model
 from samsa.runtime.validation import check_job
@@ -129,6 +129,33 @@ class JobCoordinator:
             counts.update({s: found[s.stream] for s in streams if s in self.job.inputs})
         return counts
 
+    def check_job_id(self) -> None:
+        """Refuses a new job whose `job.id` holds a `-` (`job_id_clash`); a job that already has its
+        coordinator topic keeps its id, with a warning: a new id would start it over (no checkpoints, no
+        state), and the tools that read its checkpoints (`samsa eos retire`) need the old one."""
+        clash = job_id_clash(self.job.name, self.job.id)
+        if clash is None:
+            return
+        admin = KafkaAdmin(client_config(self.job, self._system))
+        try:
+            exists = bool(admin.partition_counts([self._topic]).get(self._topic))
+        finally:
+            admin.close()
+        if exists:
+            log.warning(
+                "%s; job %s has run before, so it keeps its job.id (another would start it over: new "
+                "checkpoints, state and transactional ids): make sure no job is named %s with job.id %s",
+                clash,
+                self.job.job_key,
+                f"{self.job.name}-{self.job.id.rpartition('-')[0]}",
+                self.job.id.rpartition("-")[2],
+            )
+            return
+        raise ConfigError(
+            f"{clash}; this job has not run yet: use '_' or '.' instead, e.g. "
+            f"job.id={self.job.id.replace('-', '_')}"
+        )
+
     def create_resources(self) -> None:
         """The checkpoint and coordinator topics, and the dead-letter topics when the dlq policy is on."""
         checkpoint_manager(self.job).create_resources()
@@ -190,6 +217,7 @@ class JobCoordinator:
         # Inputs and outputs first: a start failing on a missing topic leaves no internal topics behind.
         counts = self.partition_counts()
         check_broadcast_stores(self.job, counts)
+        self.check_job_id()
         self.create_resources()
         model = build_job_model(counts, self.job.container_count, self.job.broadcast)
         # state and state_placement build on this module's client settings

@@ -26,18 +26,18 @@ def parse_stream(text: str, key: str) -> SystemStream:
     return SystemStream(system, stream)
 
 
-def _job_id(name: str, value: str) -> str:
-    """`job.id`, refused when it holds a `-`: `<job.name>-<job.id>` must name one job only."""
-    if "-" in value:
-        head, _, tail = value.rpartition("-")
-        raise ConfigError(
-            f"job.id={value!r} contains '-': the job's transactional ids, state and lock dirs, dead-letter "
-            "topic and blob keys are named <job.name>-<job.id>, so another job could get the same names "
-            f"and fence or lock this one out (job.name={name} with job.id={value} and job.name={name}-{head} "
-            f"with job.id={tail} are both {name}-{value}); use '_' or '.' instead, e.g. "
-            f"job.id={value.replace('-', '_')}"
-        )
-    return value
+def job_id_clash(name: str, value: str) -> str | None:
+    """Why a `job.id` holding a `-` may give this job another job's names (None when it holds none):
+    `<job.name>-<job.id>` must name one job only. `JobCoordinator.prepare` refuses it for a new job."""
+    if "-" not in value:
+        return None
+    head, _, tail = value.rpartition("-")
+    return (
+        f"job.id={value!r} contains '-': the job's transactional ids, state and lock dirs, dead-letter "
+        "topic and blob keys are named <job.name>-<job.id>, so another job could get the same names "
+        f"and fence or lock this one out (job.name={name} with job.id={value} and job.name={name}-{head} "
+        f"with job.id={tail} are both {name}-{value})"
+    )
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class JobConfig:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.name: str = config.required("job.name")
-        self.id: str = _job_id(self.name, config.value("job.id"))
+        self.id: str = config.value("job.id")
         self.task_class: str = config.required("task.class")
         self.inputs = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.

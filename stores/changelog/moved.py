@@ -36,6 +36,8 @@ class ChangelogMove:
     checkpointed: SystemStream
     configured: SystemStream
     tasks: tuple[str, ...]
+    #: False when only guessed from a V1 checkpoint (no store names): warned about, never refused.
+    certain: bool = True
 
 
 def changelog_moves(
@@ -49,6 +51,7 @@ def changelog_moves(
     V1 one (no store names): a single changelog no store has now, in a checkpoint without a position for the
     single store that has none, is taken as that store's."""
     found: dict[tuple[str, SystemStream], list[str]] = {}
+    guessed: dict[tuple[str, SystemStream], list[str]] = {}
     for task, stores in sorted(markers.items()):
         for store, raw in sorted((stores or {}).items()):
             configured = changelogs.get(store)
@@ -66,10 +69,16 @@ def changelog_moves(
         orphans = streams - set(changelogs.values())
         unmatched = [s for s, stream in changelogs.items() if stream not in streams]
         if len(orphans) == 1 and len(unmatched) == 1:
-            found.setdefault((unmatched[0], next(iter(orphans))), []).append(task)
+            guessed.setdefault((unmatched[0], next(iter(orphans))), []).append(task)
     return [
         ChangelogMove(store, old, changelogs[store], tuple(tasks))
         for (store, old), tasks in sorted(found.items())
+    ] + [
+        # A V1 checkpoint names no store: a store removed and another added in one deploy looks the same as
+        # a rename, so the guess is only warned about.
+        ChangelogMove(store, old, changelogs[store], tuple(tasks), certain=False)
+        for (store, old), tasks in sorted(guessed.items())
+        if (store, old) not in found
     ]
 
 
@@ -82,6 +91,23 @@ def check_changelog_moves(moves: Iterable[ChangelogMove], probe: Probe) -> None:
         old = move.checkpointed
         if old not in held:
             held[old] = probe(old)
+        if not move.certain:
+            if held[old] is not False:
+                log.warning(
+                    "store %s: the last (V1) checkpoint of task(s) %s names no store, and changelog %s, "
+                    "which no store has now, holds records: if it is store %s's state (stores.%s.changelog "
+                    "was %s, now %s), stop the job and set the key back, or the store starts from what %s "
+                    "holds",
+                    move.store,
+                    ", ".join(move.tasks),
+                    old,
+                    move.store,
+                    move.store,
+                    old,
+                    move.configured,
+                    move.configured,
+                )
+            continue
         if held[old] is False:
             log.warning(
                 "store %s: the last checkpoint of task(s) %s has its state in changelog %s, which is "

@@ -154,3 +154,22 @@ def test_build_settings_name_each_change_by_its_key() -> None:
     assert stream == "systems.kafka.streams.cdc.samza.msg.serde changed from 'json' to 'string'"
     # An older Samsa's file records none: taken as built with the current settings (no rebuild at upgrade).
     assert build_change(None, built) is None
+
+
+def test_registry_credentials_and_address_are_no_build_setting_and_never_recorded() -> None:
+    from samsa.adjunct.build import build_change, build_settings
+    from samsa.runtime.config.config import Config
+
+    def settings(**registry: str) -> dict[str, str | None]:
+        keys = {"serializers.registry.av.class": "avro", "serializers.registry.av.schema": '"string"'}
+        keys.update({f"serializers.registry.av.{k.replace('_', '.')}": v for k, v in registry.items()})
+        return build_settings(Config(keys), "customers", "string", "av", {SSP: ("string", "av")})
+
+    one = settings(schema_registry_url="http://a:8081", basic_auth_user_info="me:secret1")
+    other = settings(
+        schema_registry_url="http://b:8081", basic_auth_user_info="me:secret2", auto_register_schemas="false"
+    )
+    assert build_change(one, other) is None, "a rotated password or a moved registry rebuilds nothing"
+    assert "secret1" not in json.dumps(one)
+    assert one["serializers.registry.av.schema.registry.url"] == "set"
+    assert build_change(one, settings()) is not None, "turning the wire format off is a change"

@@ -13,7 +13,7 @@ from samsa.exceptions import InvalidConfigError
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
-from samsa.runtime.coordinator import JobCoordinator
+from samsa.runtime.coordinator import JobCoordinator, coordinator_topic
 from samsa.runtime.validation import check_job
 
 
@@ -45,12 +45,34 @@ def refused(raw: dict[str, str], start: Callable[[JobConfig], Any] = check_job) 
 # -- job.id -----------------------------------------------------------------------------------------------
 
 
-def test_a_job_id_with_a_dash_is_refused_as_it_could_share_its_names_with_another_job() -> None:
+def test_a_new_job_with_a_dash_in_its_id_is_refused_as_it_could_share_its_names_with_another_job(
+    job_config: Callable[..., dict[str, str]], topics: Callable[..., str], kafka_admin: Any
+) -> None:
     # The reviewer's pair: job fa/b-1 and job fa-b/1 fenced each other (both fa-b-1).
-    message = refused(job_dict(**{"job.name": "fa", "job.id": "b-1"}))
+    config = job_config(f"kafka.{topics()}", "unused", **{"job.id": "b-1"})
+    name = config["job.name"]
+    job = JobConfig(Config(config))
+    message = refused(config, lambda job: JobCoordinator(job).prepare())
     assert message.startswith("job.id='b-1' contains '-'")
-    assert "job.name=fa-b with job.id=1 are both fa-b-1" in message
-    assert "use '_' or '.' instead, e.g. job.id=b_1" in message
+    assert f"job.name={name}-b with job.id=1 are both {name}-b-1" in message
+    assert "this job has not run yet: use '_' or '.' instead, e.g. job.id=b_1" in message
+    assert coordinator_topic(job) not in kafka_admin.metadata().topics, "a refused start creates nothing"
+
+
+def test_a_job_that_ran_under_a_dashed_id_keeps_it_with_a_warning(
+    job_config: Callable[..., dict[str, str]],
+    topics: Callable[..., str],
+    kafka_admin: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Refusing it would strand its checkpoints and state (a new id starts the job over) and the tools that
+    # read them (samsa eos retire with the old config).
+    config = job_config(f"kafka.{topics()}", "unused", **{"job.id": "blue-1"})
+    job = JobConfig(Config(config))
+    kafka_admin.create_topic(coordinator_topic(job), 1, {"cleanup.policy": "compact"})
+    JobCoordinator(job).prepare()
+    assert "job.id='blue-1' contains '-'" in caplog.text
+    assert "has run before, so it keeps its job.id" in caplog.text
 
 
 @pytest.mark.parametrize(("name", "job_id"), [("fa-b", "1"), ("fa", "b_1"), ("fa", "b.1"), ("fa", "007")])
