@@ -3,8 +3,10 @@ with a mark of the last record read (to tell, at a restart, that the topic is st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -140,6 +142,14 @@ def write_offsets(
         # An added field, not a new schema version: an older Samsa still reads the offsets (as before).
         payload["build"] = dict(build)
     write_checked_json(store_dir / OFFSETS_FILE, payload)
+
+
+def touch_offsets(store_dir: Path) -> None:
+    """Marks the store's offsets file, if it has one, as vouched for now (its mtime, the store's age at a
+    restart) without rewriting it: the offsets it holds are still the store's."""
+    # No fsync: a refresh lost to a power cut only makes the store look older, so at worst it is rebuilt.
+    with contextlib.suppress(FileNotFoundError):
+        os.utime(store_dir / OFFSETS_FILE)
 
 
 def read_offsets(store_dir: Path, ssps: list[SystemStreamPartition]) -> StoredOffsets | None:

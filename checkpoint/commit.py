@@ -101,7 +101,10 @@ class TaskCommitManager:
         max_delay_ms: int,
         timeout_ms: int,
         clock: Callable[[], float] = time.monotonic,
+        max_idle_ms: float = float("inf"),
     ) -> None:
+        """`max_idle_ms`: how old the last completed commit may grow while `unchanged` holds (the restore
+        judges a changelog's tail by the checkpoint's age: `idle_commit_bound_ms`)."""
         self.task_name = task_name
         self._flush_outputs = flush_outputs
         self._flush_stores = flush_stores
@@ -110,6 +113,7 @@ class TaskCommitManager:
         self._write_checkpoint = write_checkpoint
         self._executor = executor
         self._max_delay_s = max_delay_ms / 1000
+        self._max_idle_s = max_idle_ms / 1000
         self._timeout_s = timeout_ms / 1000
         self._clock = clock
         self._permit = threading.Semaphore(1)  # one commit in flight, both phases
@@ -122,6 +126,7 @@ class TaskCommitManager:
         #: The input offsets and store write count (`TaskStorage.writes`) of the last commit whose async
         #: phase completed; None before the first.
         self._committed: tuple[dict[SystemStreamPartition, int], int | None] | None = None
+        self._committed_started = float("-inf")  # by `clock`: when the last completed commit began
 
     # -- the commit ---------------------------------------------------------------------------------
     def commit(
@@ -161,7 +166,7 @@ class TaskCommitManager:
         except BaseException:
             self._permit.release()
             raise
-        self._submit(result, (dict(offsets), writes))
+        self._submit(result, (dict(offsets), writes), self._last_start)
         return True
 
     def unchanged(self, offsets: Mapping[SystemStreamPartition, int], writes: int | None) -> bool:
@@ -176,6 +181,7 @@ class TaskCommitManager:
             and (in_flight is None or in_flight.done())
             and self._failure is None
             and committed == (offsets, writes)
+            and self._clock() - self._committed_started < self._max_idle_s
         )
 
     def _await_previous(self) -> bool:
@@ -254,11 +260,14 @@ class TaskCommitManager:
                 store.gate.release()
 
     def _submit(
-        self, snapshot: CommitResult, mark: tuple[dict[SystemStreamPartition, int], int | None]
+        self,
+        snapshot: CommitResult,
+        mark: tuple[dict[SystemStreamPartition, int], int | None],
+        started: float,
     ) -> Future[None]:
         self._deadline = time.monotonic() + self._timeout_s
         try:
-            future = self._executor.submit(self._upload_and_checkpoint, snapshot, mark)
+            future = self._executor.submit(self._upload_and_checkpoint, snapshot, mark, started)
         except BaseException:
             self._release_gates()
             self._permit.release()
@@ -267,7 +276,10 @@ class TaskCommitManager:
         return future
 
     def _upload_and_checkpoint(
-        self, snapshot: CommitResult, mark: tuple[dict[SystemStreamPartition, int], int | None]
+        self,
+        snapshot: CommitResult,
+        mark: tuple[dict[SystemStreamPartition, int], int | None],
+        started: float,
     ) -> None:
         """The async phase; always releases the permit, and records a failure for the next commit, or
         `mark` (what the commit captured) as the last completed commit's."""
@@ -295,7 +307,7 @@ class TaskCommitManager:
                 if store.persistent:
                     delete_checkpoint_dirs(store.store_dir, keep=[checkpoint_id])
             crash_point("after-cleanup")
-            self._committed = mark
+            self._committed, self._committed_started = mark, started
         except SimulatedCrash:
             raise  # the container dies here: nothing to record for a next commit
         except CheckpointFencedError as e:

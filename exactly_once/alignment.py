@@ -55,15 +55,19 @@ its later records as stale.
 Retiring in band: `samsa eos retire` writes a *retired record* (producer, its last generation, its last
 committed version V) to every partition of the gone job's intermediate streams, after the producer
 stopped: everything it sent to a partition precedes the record there. `on_retired` takes it at its
-position like a restore command: it retires the producer (kept through rewinds and in the checkpoint),
-closes V on that partition (so the channel is done there; on a partition whose record is not read yet,
-the channel is done once its markers reached V), drops the producer's later records as stale and, when
-the open version already processed records of it above V (its uncommitted last version, never to be
-committed), rewinds. A retired record closing V above the cut caps the checkpointed offset like a marker,
-so a restart before the cut passes it reads it again. A retired producer counts among its job's
-producers: a restart of that job stating fewer tasks raises no notice when the retired ones make up the
-difference, and a job's new producers are counted against its stated task count without the retired
-ones. A retired producer that sends a restore command is running again: `AlignmentError`.
+position like a restore command: it retires the producer (its last generation G and V, kept through
+rewinds and in the checkpoint), closes V on that partition (so the channel is done there; on a partition
+whose record is not read yet, the channel is done once its markers reached V), drops the producer's later
+records as stale and, when the open version already processed records of it above V (its uncommitted last
+version, never to be committed), rewinds. A retired record closing V above the cut caps the checkpointed
+offset like a marker, so a restart before the cut passes it reads it again. A retired producer counts
+among its job's producers: a restart of that job stating fewer tasks raises no notice when the retired
+ones make up the difference, and a job's new producers are counted against its stated task count without
+the retired ones. A restore command of a generation newer than G says the retired producer is running
+again: `AlignmentError`. One of G or older was written before the retired record (a start makes its
+generation durable before it sends its restore commands, and the retirement reads that), so reading it
+after the record (on a partition read later, or again after a rewind) is no sign of life: it is a fence
+as usual.
 """
 
 from __future__ import annotations
@@ -234,7 +238,9 @@ class BarrierAligner:
         self._tasks: dict[tuple[SystemStream, int], int] = {}  # (stream, job) -> stated task count
         # Facts about upstreams, kept through rewinds: producer -> [(generation, restored version)].
         self._fences: dict[int, list[tuple[int, int]]] = {}
-        self._retired: dict[int, int] = {}  # producer -> final version
+        # producer -> (its last generation, final version). A restore command of that generation or older
+        # may be read after the retired record (on another partition, or again after a rewind): no restart.
+        self._retired: dict[int, tuple[int, int]] = {}
         # Uncommitted work: (producer, generation) -> highest producer version processed.
         self._processed: dict[tuple[int, int], int] = {}
         self._joins: list[Join] = []
@@ -346,10 +352,12 @@ class BarrierAligner:
         Check `aligned` afterwards too: a restore closes the restored version on its partition."""
         producer, generation, restored = command.producer, command.generation, command.version
         self._check_input(partition)
-        if producer in self._retired:
+        retired = self._retired.get(producer)
+        if retired is not None and generation > retired[0]:
             raise AlignmentError(
-                f"{partition}: producer {producer} was retired at version {self._retired[producer]} but "
-                "sent a restore command: it is running again; do not retire live producers"
+                f"{partition}: producer {producer} was retired at version {retired[1]} as of generation "
+                f"{retired[0]} but sent a restore command of generation {generation}: it is running again; "
+                "do not retire live producers"
             )
         self._add_fence(partition, producer, generation, restored)
         channel = self._channels.get((partition, producer))
@@ -380,9 +388,9 @@ class BarrierAligner:
         producer, final = record.producer, record.version
         self._check_input(partition)
         known = self._retired.get(producer)
-        if known is not None and known != final:
+        if known is not None and known[1] != final:
             raise AlignmentError(
-                f"{partition}: producer {producer} was retired at version {known} and again at version "
+                f"{partition}: producer {producer} was retired at version {known[1]} and again at version "
                 f"{final}: two retirements disagree (an older checkpoint read, or a producer id shared); "
                 "exactly-once cannot continue - reprocess the pipeline from its sources"
             )
@@ -402,7 +410,10 @@ class BarrierAligner:
                 )
         if record.job:
             self._jobs[producer] = record.job
-        self._retired[producer] = final
+        # Two retirements of the same final version differ in generation only when a start in between
+        # re-committed that version: the later one's generation is the producer's last.
+        generation = record.generation if known is None else max(known[0], record.generation)
+        self._retired[producer] = (generation, final)
         if channel is None:
             # Everything it sent here precedes this record: a producer first seen now is done at once.
             self._join(partition, producer, record.generation, final)
@@ -491,10 +502,12 @@ class BarrierAligner:
         self.version_started_at = now = self._clock()
         self._started_at = now if self._scan()[1] else None
 
-    def retire(self, producer: int, final_version: int) -> None:
-        """`producer` is gone for good after its version `final_version`: stop waiting for it once its
-        markers reach that version, and drop its records above it as stale."""
-        self._retired[producer] = final_version
+    def retire(self, producer: int, final_version: int, generation: int | None = None) -> None:
+        """`producer` is gone for good after its version `final_version` (its last generation `generation`;
+        None: the highest seen): stop waiting for it once its markers reach that version, and drop its
+        records above it as stale."""
+        last = self._known_generation(producer) if generation is None else generation
+        self._retired[producer] = (last, final_version)
 
     def offset(self, partition: SystemStreamPartition, producer: int) -> int | None:
         """Producer version minus task version on that channel; None while it was never seen."""
@@ -527,7 +540,9 @@ class BarrierAligner:
             "jobs": sorted([producer, job] for producer, job in jobs.items()),
             "tasks": sorted([s.system, s.stream, job, n] for (s, job), n in tasks.items()),
             "fences": sorted([p, g, v] for p, fences in self._fences.items() for g, v in fences),
-            "retired": sorted([p, v] for p, v in self._retired.items()),
+            "retired": sorted([p, v] for p, (_, v) in self._retired.items()),
+            # A key of its own: a Samsa without it reads this state as before (generation-blind).
+            "retired_generations": sorted([p, g] for p, (g, _) in self._retired.items()),
         }
 
     @classmethod
@@ -555,7 +570,16 @@ class BarrierAligner:
         aligner._tasks = {(SystemStream(system, stream), job): n for system, stream, job, n in data["tasks"]}
         for producer, generation, version in data["fences"]:
             aligner._fences.setdefault(producer, []).append((generation, version))
-        aligner._retired = {producer: version for producer, version in data["retired"]}
+        generations = {producer: generation for producer, generation in data.get("retired_generations", ())}
+        # A state saved before retirements kept their generation: take the highest generation of the
+        # producer it knows. Its last generation's restore command precedes the retired record on the
+        # partition that record was read from, so its fence is in the state, unless that start died
+        # part-way through its restore commands: then one read later still fails as "running again", as
+        # every one did when the state was saved (never laxer than that).
+        aligner._retired = {
+            producer: (generations.get(producer, aligner._known_generation(producer)), version)
+            for producer, version in data["retired"]
+        }
         aligner._committed = aligner._snapshot()
         return aligner
 
@@ -583,12 +607,21 @@ class BarrierAligner:
         if self._started_at is None and version - channel.offset >= self._version:
             self._started_at = self._clock()
 
+    def _known_generation(self, producer: int) -> int:
+        """The highest generation of `producer` seen (its restore commands and channels); 0: none."""
+        seen = [g for g, _ in self._fences.get(producer, ())]
+        seen += [c.generation for (_, p), c in self._channels.items() if p == producer]
+        return max(seen, default=0)
+
     def _is_stale(self, producer: int, generation: int, version: int) -> bool:
         fences = self._fences.get(producer)
         if fences is not None and fenced(fences, generation, version):
             return True
-        final = self._retired.get(producer)
-        return final is not None and version > final
+        # Whatever the generation: one newer than the retired one is preceded by its restore command
+        # (refused), so only records of the retired incarnations get here, and above the final version
+        # they are its uncommitted last version.
+        retired = self._retired.get(producer)
+        return retired is not None and version > retired[1]
 
     def _note_processed(self, producer: int, generation: int, version: int) -> None:
         key = (producer, generation)
@@ -658,7 +691,8 @@ class BarrierAligner:
             p for p in self._producers.get(stream, ()) if self._jobs.get(p) == job and p not in self._retired
         ]
         limit = self._tasks.get((stream, job), 0)
-        if limit and producer not in known_ids and len(known_ids) >= limit:
+        # A retired producer's own control records (read late on a partition) are none of a new producer's.
+        if limit and producer not in known_ids and producer not in self._retired and len(known_ids) >= limit:
             raise AlignmentError(
                 f"stream {stream}: producer {producer} is producer number {len(known_ids) + 1} of a job "
                 f"stating {limit} tasks: the upstream job grew without saying so, or two jobs share "
@@ -681,7 +715,7 @@ class BarrierAligner:
             producers = self._producers.get(stream, ())
             for producer in sorted(producers):
                 channel = channels.get((partition, producer))
-                final = retired.get(producer)
+                final = retired[producer][1] if producer in retired else None
                 if channel is None:
                     if final is None:
                         missing.append((partition, producer))
@@ -703,8 +737,8 @@ class BarrierAligner:
                 channel = self._channels.get((partition, producer))
                 if channel is None:
                     continue
-                final = self._retired.get(producer)
-                if final is not None and channel.marker >= final:
+                retired = self._retired.get(producer)
+                if retired is not None and channel.marker >= retired[1]:
                     continue  # gone for good, and done: it holds back no version
                 closed = channel.marker - channel.offset
                 low = closed if low is None else min(low, closed)

@@ -27,7 +27,14 @@ from samsa.adjunct.manager import (
     checked,
     manager_factory,
 )
-from samsa.adjunct.offsets import RecordMark, StoredOffsets, mark_problem, read_offsets, write_offsets
+from samsa.adjunct.offsets import (
+    RecordMark,
+    StoredOffsets,
+    mark_problem,
+    read_offsets,
+    touch_offsets,
+    write_offsets,
+)
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.commit import wait_all
@@ -591,6 +598,12 @@ class Container:
             if timer and manager.unchanged(offsets, writes) and not self._outputs_pending():
                 # An idle task stays quiet: no flush, checkpoint record or snapshot upload repeating the
                 # last commit's. A requested, waited (start, stop) or first commit is never left out.
+                # Its adjunct stores' offsets files are refreshed all the same (a touch, not a write): a
+                # restart reads a file's age as the store's staleness, and wipes one left quiet too long.
+                dirs = ti.storage.context.store_dirs
+                for store in self._adjunct_partitions(ti.model) if self.job.adjunct_inputs else ():
+                    if store in dirs:
+                        touch_offsets(dirs[store])
                 ti.commit_idle()
             elif manager.start(offsets, force=wait, requested=requested, writes=writes):
                 ti.committed(time.perf_counter_ns() - start)

@@ -35,6 +35,7 @@ from samsa.stores.changelog.admin import ChangelogAdmin
 from samsa.stores.changelog.factory import ChangelogBackendFactory
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.stores.changelog.moved import changelog_moves, check_changelog_moves, kafka_probe
+from samsa.stores.changelog.settings import idle_commit_bound_ms
 from samsa.stores.factory import ROCKSDB, StoreSpec, store_specs
 from samsa.stores.rocksdb import container_memory
 from samsa.stores.rocksdb_options import RocksDbMemory
@@ -365,6 +366,11 @@ class ContainerState:
             executor=self._pool,
             max_delay_ms=self.job.config.value("task.commit.max.delay.ms"),
             timeout_ms=self.job.config.value("task.commit.timeout.ms"),
+            max_idle_ms=idle_commit_bound_ms(
+                (name, self.specs[name].config)
+                for name in durable
+                if CHANGELOG in self.storage.store_backends[name].backup
+            ),
             clock=self._clock,
         )
 

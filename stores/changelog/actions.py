@@ -172,10 +172,6 @@ def _usable_offset(i: RestoreInputs, d: LocalDir, checkpointed: int | None, note
     if d.marker is None:
         notes.append(f"deleting {name}: no readable marker file")
         return None
-    if d.written_at_ms is None or i.now_ms - d.written_at_ms >= i.delete_retention_ms:
-        # Older than the tombstone retention: deletes since then may no longer be in the changelog.
-        notes.append(f"deleting {name}: older than delete.retention.ms={i.delete_retention_ms}")
-        return None
     try:
         local = ChangelogMarker.decode(d.marker, i.store)
     except ChangelogMarkerError as e:
@@ -197,5 +193,16 @@ def _usable_offset(i: RestoreInputs, d: LocalDir, checkpointed: int | None, note
         return None
     if local.offset < i.low - 1:
         notes.append(f"deleting {name}: at offset {local.offset}, before the changelog's oldest ({i.low})")
+        return None
+    if local.offset < checkpointed and (
+        d.written_at_ms is None or i.now_ms - d.written_at_ms >= i.delete_retention_ms
+    ):
+        # A tail to replay, older than the tombstone retention: deletes in it may no longer be in the
+        # changelog. A dir at the checkpoint itself replays nothing, however old: an idle task (whose timer
+        # commits are left out) keeps its local state reusable.
+        notes.append(
+            f"deleting {name}: older than delete.retention.ms={i.delete_retention_ms}, with changelog "
+            f"offsets {local.offset + 1} to {checkpointed} to replay"
+        )
         return None
     return local.offset

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from samsa.stores.changelog.actions import COMPACTION_LAG_MARGIN
 from samsa.stores.exceptions import StoreConfigError
 
 # Tombstones stay readable this long (Samza's default); local state older than this may miss deletes.
@@ -34,6 +35,11 @@ class ChangelogSettings:
             ),
             replication_factor=_replication_factor(store, config),
         )
+
+    def restore_age_limit_ms(self) -> float:
+        """How old a checkpoint may be for a restore to trust what it judges by the checkpoint's age: a local
+        dir's changelog tail (`delete.retention.ms`) and undoing the writes after it (the compaction lag)."""
+        return min(COMPACTION_LAG_MARGIN * self.min_compaction_lag_ms, self.delete_retention_ms)
 
     def topic_config(self) -> dict[str, str]:
         """The topic configuration a changelog is created with."""
@@ -65,3 +71,12 @@ def _replication_factor(store: str, config: Mapping[str, str]) -> int:
             f"stores.{store}.changelog.replication.factor", "0 is invalid: use -1 (broker default) or >= 1"
         )
     return value
+
+
+def idle_commit_bound_ms(stores: Iterable[tuple[str, Mapping[str, str]]]) -> float:
+    """How long a task with these changelogged stores (name, its `stores.<s>.*` keys) may leave out its idle
+    timer commits: half the tightest `restore_age_limit_ms`, so a checkpoint never ages past it while the job
+    runs (a crash right after the task wakes up must still undo its uncommitted writes). No bound without
+    such stores."""
+    limits = [ChangelogSettings.of(name, config).restore_age_limit_ms() for name, config in stores]
+    return min(limits) / 2 if limits else float("inf")

@@ -88,6 +88,49 @@ def test_unchanged_only_against_the_last_completed_commit(manager: TaskCommitMan
     assert not manager.unchanged({SSP: 5, SystemStreamPartition("kafka", "in", 1): 0}, 3)
 
 
+def test_an_idle_task_commits_again_once_its_last_commit_is_as_old_as_the_bound(backup: Backup) -> None:
+    # A changelog restore judges the tail after a checkpoint by the checkpoint's age (undo needs what
+    # compaction keeps for min.compaction.lag.ms): an idle task's checkpoint must not age past it.
+    now = [100.0]
+    pool = ThreadPoolExecutor(1)
+    manager = TaskCommitManager(
+        "Partition 0",
+        flush_outputs=lambda: None,
+        flush_stores=lambda: None,
+        durable_stores={},
+        backup_managers={"changelog": backup},
+        write_checkpoint=lambda result: None,
+        executor=pool,
+        max_delay_ms=60_000,
+        timeout_ms=5_000,
+        clock=lambda: now[0],
+        max_idle_ms=1_000,
+    )
+    try:
+        assert manager.start({SSP: 5}, force=True, writes=0)
+        manager.wait()
+        now[0] += 0.9
+        assert manager.unchanged({SSP: 5}, 0)
+        now[0] += 0.2
+        assert not manager.unchanged({SSP: 5}, 0), "the checkpoint would outgrow the bound"
+        assert manager.start({SSP: 5}, writes=0)
+        manager.wait()
+        assert manager.unchanged({SSP: 5}, 0), "a new commit restarts the bound"
+    finally:
+        pool.shutdown()
+
+
+def test_the_idle_bound_is_half_the_tightest_restore_age_limit_of_the_changelogged_stores() -> None:
+    from samsa.stores.changelog.settings import idle_commit_bound_ms
+
+    assert idle_commit_bound_ms([]) == float("inf")
+    # Defaults: 0.9 x 4 h compaction lag = 3.24 h, under the 1-day delete retention.
+    assert idle_commit_bound_ms([("counts", {})]) == 0.9 * 14_400_000 / 2
+    tight = {"changelog.delete.retention.ms": "600000"}
+    assert idle_commit_bound_ms([("counts", {}), ("seen", tight)]) == 300_000
+    assert idle_commit_bound_ms([("x", {"changelog.min.compaction.lag.ms": "0"})]) == 0
+
+
 def test_not_unchanged_while_a_commit_is_in_flight(manager: TaskCommitManager, backup: Backup) -> None:
     assert manager.start({SSP: 5}, force=True, writes=0)
     manager.wait()

@@ -81,18 +81,28 @@ def test_local_dir_ahead_of_checkpoint_is_deleted() -> None:
     assert alone.reuse is None and alone.delete == (ahead.path,) and alone.start == 0
 
 
-def test_stale_local_dir_is_deleted() -> None:
-    stale = local("1-1", 100, age_ms=RETENTION_MS)
+def test_stale_local_dir_with_a_tail_to_replay_is_deleted() -> None:
+    stale = local("1-1", 70, age_ms=RETENTION_MS)
     a = decide(dirs=(stale,))
     assert a.reuse is None and a.delete == (stale.path,) and a.start == 0
     assert any("delete.retention.ms" in n for n in a.notes)
+
+
+def test_an_old_local_dir_at_the_checkpoint_is_reused() -> None:
+    # Nothing to replay, so no tombstone can be missing: an idle task, whose timer commits are left out,
+    # keeps a local dir as old as its last commit, which a restart must not throw away.
+    old = local("1-1", 100, age_ms=3 * RETENTION_MS)
+    a = decide(dirs=(old,))
+    assert a.reuse == old.path and a.delete == ()
+    assert (a.start, a.restore_to) == (101, 100)
 
 
 def test_dir_without_readable_marker_or_for_another_changelog_is_deleted() -> None:
     no_marker = LocalDir(STORE_DIR.with_name("counts-1-1"))
     garbage = LocalDir(STORE_DIR.with_name("counts-2-1"), "{oops", NOW_MS)
     other = local("3-1", 100, ssp=SystemStreamPartition("kafka", "counts-changelog", 3))
-    unknown_age = LocalDir(STORE_DIR.with_name("counts-4-1"), ChangelogMarker(SSP, 100).encode(), None)
+    # Of unknown age with a tail to replay (at the checkpoint itself, its age would not matter).
+    unknown_age = LocalDir(STORE_DIR.with_name("counts-4-1"), ChangelogMarker(SSP, 90).encode(), None)
     a = decide(dirs=(no_marker, garbage, other, unknown_age))
     assert a.reuse is None and set(a.delete) == {d.path for d in (no_marker, garbage, other, unknown_age)}
 
