@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from samsa.adjunct.offsets import RecordMark
 from samsa.adjunct.versioned import VersionedStore
+from samsa.kafka.record_marks import RecordMark
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore
 from samsa.stores.factory import StoreSpec, open_engine
 

@@ -4,16 +4,14 @@ with a mark of the last record read (to tell, at a restart, that the topic is st
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samsa.kafka import KafkaConsumer, RawMessage
+from samsa.kafka.record_marks import RecordMark
 from samsa.stores.checkpoint_dirs import read_checked_json, write_checked_json
 from samsa.streams import SystemStreamPartition
 
@@ -21,90 +19,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_FILE = "ADJUNCT-OFFSETS"
 SCHEMA_VERSION = 1
-
-
-# How long a start waits for the one record it reads back to check a mark.
-_MARK_READ_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class RecordMark:
-    """What identifies the record at `offset` of a partition: its timestamp and, when known, a digest of
-    its key and value. A topic deleted and recreated holds, at the same offset, another record."""
-
-    offset: int
-    timestamp: int  # epoch ms
-    digest: str | None = None
-
-    @classmethod
-    def of(cls, msg: RawMessage) -> RecordMark:
-        """The mark of a consumed record."""
-        return cls(msg.offset(), msg.timestamp()[1], _digest(msg))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "timestamp": self.timestamp, "digest": self.digest}
-
-    @classmethod
-    def from_json(cls, value: object) -> RecordMark | None:
-        """The mark `to_json` wrote; None for anything else (a file of an older Samsa has none)."""
-        if not isinstance(value, dict):
-            return None
-        offset, timestamp, digest = value.get("offset"), value.get("timestamp"), value.get("digest")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (offset, timestamp)):
-            return None
-        if digest is not None and not isinstance(digest, str):
-            return None
-        assert isinstance(offset, int) and isinstance(timestamp, int)
-        return cls(offset, timestamp, digest)
-
-
-def _digest(msg: RawMessage) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (msg.key(), msg.value()):
-        # Length-prefixed, a null apart from an empty one: no two (key, value) pairs feed the same bytes.
-        h.update(b"\xff" if part is None else len(part).to_bytes(8, "big") + part)
-    return h.hexdigest()
-
-
-def mark_problem(consumer: KafkaConsumer, ssp: SystemStreamPartition, mark: RecordMark) -> str | None:
-    """Why the partition does not hold, at the mark's offset, the marked record (its topic was deleted and
-    recreated, or the record compacted away); None when it does, or when it expired (below the partition's
-    low watermark: nothing to compare). Reads the one record with `consumer`, which must be unassigned."""
-    tp = (ssp.stream, ssp.partition)
-    low, high = consumer.watermarks(tp)
-    if mark.offset < low:
-        return None
-    if mark.offset >= high:
-        return f"offset {mark.offset}, the last record the store read, is past the partition's end {high}"
-    consumer.assign({tp: mark.offset})
-    try:
-        deadline = time.monotonic() + _MARK_READ_TIMEOUT_S
-        while True:
-            found = [m for m in consumer.consume(1, 0.2) if (m.topic(), m.partition()) == tp]
-            if found:
-                msg = found[0]
-                break
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"could not read {ssp} at offset {mark.offset} within {_MARK_READ_TIMEOUT_S:.0f} s to "
-                    "check that the topic is the one the adjunct store was built from; is the broker up?"
-                )
-    finally:
-        consumer.unassign()
-    if msg.offset() != mark.offset:
-        return (
-            f"offset {mark.offset}, the last record the store read, is gone (the next record is at "
-            f"{msg.offset()}: compacted away, or the topic was recreated)"
-        )
-    timestamp = msg.timestamp()[1]
-    if timestamp != mark.timestamp:
-        return (
-            f"the record at offset {mark.offset} has timestamp {timestamp}, the one the store read had "
-            f"{mark.timestamp}"
-        )
-    if mark.digest is not None and _digest(msg) != mark.digest:
-        return f"the record at offset {mark.offset} has another key or value than the one the store read"
-    return None
 
 
 @dataclass(frozen=True)

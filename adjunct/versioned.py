@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from samsa.adjunct.offsets import RecordMark
+from samsa.kafka.record_marks import RecordMark
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore, LayeredSnapshot, ReplayedSnapshot
 from samsa.stores.checkpoint_dirs import fsync_dir, read_checked_json, write_checked_json
 from samsa.stores.exceptions import ReadOnlyStoreError, StoreClosedError, StoreError

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from samsa.adjunct.bounded import BoundedDatasetEngine, has_end_marker
 from samsa.adjunct.exceptions import ExtractionError, StoreSerdeMismatchError
 from samsa.adjunct.extractors import Entry, EnvelopeExtractor, KeyValueExtractor, extractor_factory_key
-from samsa.adjunct.offsets import RecordMark
+from samsa.kafka.record_marks import RecordMark
 from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.stores.api import KeyValueStore
 from samsa.stores.backend import RestoreProgress

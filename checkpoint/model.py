@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.exceptions import CheckpointError
+from samsa.kafka.record_marks import RecordMark
 from samsa.streams import SystemStreamPartition
 
 KEY_TYPE_V1 = "checkpoint"
@@ -42,6 +43,10 @@ class CheckpointV2:
     #: An exactly-once task's state at this checkpoint (generation, committed version, output sequences,
     #: alignment); None for at-least-once tasks. Opaque JSON here: `samsa.exactly_once` reads it.
     exactly_once: dict[str, Any] | None = None
+    #: Per input partition, the mark of its first record when the run that wrote this checkpoint started:
+    #: the next start tells by it that the topic was deleted and recreated since (`runtime.offsets`).
+    #: Empty in a checkpoint of an older Samsa, and for partitions that were empty.
+    input_marks: dict[SystemStreamPartition, RecordMark] = field(default_factory=dict)
     version: ClassVar[int] = 2
 
 
@@ -74,6 +79,12 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
         }
         if checkpoint.exactly_once is not None:
             data["exactlyOnce"] = checkpoint.exactly_once
+        if checkpoint.input_marks:
+            # An added field: an older reader (`decode_v2` picks the fields it knows) ignores it.
+            data["inputMarks"] = [
+                {"system": p.system, "stream": p.stream, "partition": p.partition, **mark.to_json()}
+                for p, mark in sorted(checkpoint.input_marks.items())
+            ]
     else:
         data = {"version": 1, "offsets": _offset_entries(checkpoint.offsets)}
         if checkpoint.changelog_offsets:  # absent when empty: the bytes of offset-only records stay as before
@@ -123,9 +134,10 @@ def decode_v2(raw: bytes, where: str) -> CheckpointV2:
         exactly_once = data.get("exactlyOnce")
         if exactly_once is not None and not isinstance(exactly_once, dict):
             raise TypeError("exactlyOnce is not an object")
+        input_marks = _read_marks(data.get("inputMarks"))
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
-    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once)
+    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once, input_marks)
 
 
 def decode_record(key_type: str, raw: bytes, where: str) -> AnyCheckpoint:
@@ -164,6 +176,20 @@ def _read_offsets(entries: Any) -> dict[SystemStreamPartition, int]:
     if not isinstance(entries, list):
         raise TypeError("offsets is not a list")
     return {_ssp(e): int(e["offset"]) for e in entries}
+
+
+def _read_marks(entries: Any) -> dict[SystemStreamPartition, RecordMark]:
+    # A mark only lets a start check the topic's incarnation: one unreadable is dropped, not fatal.
+    marks: dict[SystemStreamPartition, RecordMark] = {}
+    for e in entries if isinstance(entries, list) else []:
+        try:
+            ssp = _ssp(e)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        mark = RecordMark.from_json(e)
+        if mark is not None:
+            marks[ssp] = mark
+    return marks
 
 
 def _unreadable(where: str, error: Exception) -> CheckpointError:

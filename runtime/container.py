@@ -27,24 +27,18 @@ from samsa.adjunct.manager import (
     checked,
     manager_factory,
 )
-from samsa.adjunct.offsets import (
-    RecordMark,
-    StoredOffsets,
-    mark_problem,
-    read_offsets,
-    touch_offsets,
-    write_offsets,
-)
+from samsa.adjunct.offsets import StoredOffsets, read_offsets, touch_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
 from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.checkpoint.faults import SimulatedCrash
-from samsa.checkpoint.model import AnyCheckpoint
+from samsa.checkpoint.model import AnyCheckpoint, CheckpointV2
 from samsa.checkpoint.starts import ContainerStart, StartWatch, fenced_message
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.exactly_once.exceptions import ProtocolError
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
+from samsa.kafka.record_marks import RecordMark, mark_problem, read_marks
 from samsa.runtime import metrics as m
 from samsa.runtime import validation
 from samsa.runtime.collector import OutputCollector
@@ -53,7 +47,7 @@ from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, cli
 from samsa.runtime.eos_tasks import ExactlyOnceTasks
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError, UserCodeError
 from samsa.runtime.job_model import ContainerModel, TaskModel
-from samsa.runtime.offsets import start_offset
+from samsa.runtime.offsets import recreated_since, start_offset
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
@@ -248,6 +242,7 @@ class Container:
         # Of every task of the job: a partition added to an input since the last run has no checkpoint in
         # any task, and its task may be new, but the stream's other partitions have (`start_offset`).
         checkpointed = {ssp for cp in checkpoints.values() for ssp in cp.offsets}
+        watermarks, firsts = self._input_firsts()
         for tm in self.model.tasks:
             storage = storages[tm.name]
             context = TaskContextImpl(
@@ -264,7 +259,9 @@ class Container:
                 self.job.window_ms,
             )
             self._schedule_timers(ti)
-            ti.offsets.update(self._start_offsets(tm.partitions, checkpoints.get(tm.name), checkpointed))
+            ti.offsets.update(
+                self._start_offsets(tm.partitions, checkpoints.get(tm.name), checkpointed, watermarks, firsts)
+            )
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
                 if not self._consumes(tm, ssp):
@@ -493,23 +490,56 @@ class Container:
                 marks[ssp] = mark
         return marks
 
+    def _input_firsts(
+        self,
+    ) -> tuple[dict[SystemStreamPartition, tuple[int, int]], dict[SystemStreamPartition, RecordMark]]:
+        """The watermarks of every input partition of the container, and the mark of the first record of
+        each that holds one: one read per partition, all of a system's at once. The marks go into every
+        checkpoint of this run, for the next start to tell that a topic was recreated since."""
+        partitions = sorted({ssp for tm in self.model.tasks for ssp in tm.partitions})
+        watermarks = {
+            ssp: self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition)) for ssp in partitions
+        }
+        firsts: dict[SystemStreamPartition, RecordMark] = {}
+        for system in sorted({ssp.system for ssp in partitions}):
+            lows = {
+                ssp: low
+                for ssp, (low, high) in watermarks.items()
+                if ssp.system == system and low < high  # an empty partition has no record to mark
+            }
+            firsts.update(
+                read_marks(
+                    self._consumers[system],
+                    lows,
+                    "mark the first record of each input partition (to tell a recreated topic at the "
+                    "next start)",
+                )
+            )
+        if self._state is not None:
+            self._state.input_marks = dict(firsts)
+        return watermarks, firsts
+
     def _start_offsets(
         self,
         partitions: Sequence[SystemStreamPartition],
         checkpoint: AnyCheckpoint | None,
         checkpointed: Set[SystemStreamPartition],
+        watermarks: dict[SystemStreamPartition, tuple[int, int]],
+        firsts: dict[SystemStreamPartition, RecordMark],
     ) -> dict[SystemStreamPartition, int]:
         """Each partition's start (`start_offset`); `checkpointed`: the partitions any task of the job has
-        a checkpointed offset of."""
+        a checkpointed offset of; `watermarks` and `firsts` (the first record's mark) of each partition."""
         streams = {ssp.system_stream for ssp in checkpointed}
+        marks = checkpoint.input_marks if isinstance(checkpoint, CheckpointV2) else {}
         out = {}
         for ssp in partitions:
             out[ssp] = start_offset(
                 ssp,
                 self.job.stream(ssp.system_stream),
                 checkpoint.offsets.get(ssp) if checkpoint is not None else None,
-                self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition)),
+                watermarks[ssp],
                 ssp.system_stream in streams and ssp not in checkpointed,
+                recreated_since(marks.get(ssp), firsts.get(ssp)),
             )
         return out
 

@@ -17,6 +17,7 @@ from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
 from samsa.exactly_once.task import EosState
 from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka.record_marks import RecordMark
 from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
@@ -167,6 +168,9 @@ class ContainerState:
         self.job = job
         self._clock = clock
         self._checkpoints = checkpoints
+        #: Per input partition, the mark of its first record at the container's start (the container's
+        #: `_input_firsts`): every checkpoint of the run records it.
+        self.input_marks: dict[SystemStreamPartition, RecordMark] = {}
         self._write_versions = write_versions
         self._producers = producers
         container_memory().configure(RocksDbMemory.from_config(job.config))
@@ -379,17 +383,25 @@ class ContainerState:
             v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result))
             sink = self.transactions.get(task_name)
             if sink is None:
-                v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers)
+                v2 = CheckpointV2(
+                    result.checkpoint_id, result.offsets, result.markers, input_marks=self._marks(result)
+                )
                 self._checkpoints.commit(task_name, self._write_versions, v1, v2)
                 return
             # Exactly-once: the checkpoint commits in the task's transaction, with its sink records.
             state = self.pending_eos.pop(task_name)
-            v2 = CheckpointV2(result.checkpoint_id, result.offsets, result.markers, state.to_dict())
+            v2 = CheckpointV2(
+                result.checkpoint_id, result.offsets, result.markers, state.to_dict(), self._marks(result)
+            )
             self._checkpoints.write_versions(task_name, self._write_versions, v1, v2, producer=sink)
             sink.commit_transaction()
             sink.begin_transaction()
 
         return write
+
+    def _marks(self, result: CommitResult) -> dict[SystemStreamPartition, RecordMark]:
+        """The marks of the first records, at this run's start, of the task's input partitions."""
+        return {ssp: mark for ssp, mark in self.input_marks.items() if ssp in result.offsets}
 
     def _v1_changelog_offsets(
         self, result: CommitResult

@@ -15,9 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from job_fixtures import job_config, produce, read_topic, run_in_process
 
 from samsa.adjunct.bounded import END_OF_DATASET
-from samsa.adjunct.offsets import OFFSETS_FILE, RecordMark, read_offsets, write_offsets
+from samsa.adjunct.offsets import OFFSETS_FILE, read_offsets, write_offsets
 from samsa.adjunct.recovery import adjunct_start
 from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka.record_marks import RecordMark
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.streams import SystemStreamPartition
