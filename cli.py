@@ -184,6 +184,7 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     from samsa.kafka import KafkaProducer
     from samsa.runtime.container import pid_dir
     from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
+    from samsa.runtime.lost_checkpoints import started_containers
     from samsa.runtime.offsets import InputOffsets
 
     job = _load(args)
@@ -193,8 +194,13 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
         raise SamsaError(
             f"job {job.job_key} is running ({', '.join(alive)}); stop it before resetting checkpoints"
         )
+    manager = checkpoint_manager(job)
+    if not manager.topic_exists() and started_containers(job):
+        # The job ran and its checkpoint topic was deleted: fresh checkpoints are the way on that keeps its
+        # state (a start without them is refused, `CheckpointsLostError`).
+        manager.create_resources()
     # Creating the topics here would make a mistyped job.name look like a job reset to its start.
-    require_checkpoints(checkpoint_manager(job), job.name, job.id, "nothing to reset")
+    require_checkpoints(manager, job.name, job.id, "nothing to reset")
     tasks = _job_tasks(job)
     if args.task:
         unknown = sorted(set(args.task) - set(tasks))

@@ -231,6 +231,11 @@ class JobCoordinator:
             # nothing. A job without durable stores goes on with the new model.
             check_state_placement(self.job, stored, model)
         create_changelogs(self.job, changelog_partitions(model))
+        # Before any container restores or reads: a job whose checkpoints are gone would count its inputs
+        # twice on top of its restored state.
+        from samsa.runtime.lost_checkpoints import check_checkpoints_kept  # it builds on this module
+
+        check_checkpoints_kept(self.job, checkpoint_manager(self.job), changelog_partitions(model))
         # The whole model, not just its fingerprint: a model stored by an older Samsa may group the same
         # inputs otherwise (it left every partition of a broadcast stream out of the tasks).
         if stored != model:

@@ -106,6 +106,17 @@ class BlobStoreRestoreManager:
                         store,
                         checkpoint_id,
                     )
+                elif _holds_files(self.context.store_dirs[store]):
+                    # No checkpoint yet, or the checkpoints are gone: the inputs are read again from
+                    # samza.offset.default on top of this state.
+                    log.warning(
+                        "task %s store %s: the task has no checkpoint, but its local state %s is kept; "
+                        "inputs read again from samza.offset.default are applied on top of it (if the job's "
+                        "checkpoint topic was deleted, restore it or run `samsa checkpoint reset`)",
+                        task,
+                        store,
+                        self.context.store_dirs[store],
+                    )
                 continue
             try:
                 index = self._transfer.get_index(blob_id, self._base(store))
@@ -211,6 +222,11 @@ class BlobStoreRestoreManager:
 
 
 _CHECKPOINT_ID = re.compile(r"\d+-\d+")
+
+
+def _holds_files(path: Path) -> bool:
+    """Whether a store's live directory exists and holds anything."""
+    return path.is_dir() and any(path.iterdir())
 
 
 def _check_belongs(

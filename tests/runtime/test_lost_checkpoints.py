@@ -1,0 +1,155 @@
+"""A job whose checkpoint topic was deleted is refused rather than counting its inputs again on top of its
+restored state; `samsa checkpoint reset` is the way on that keeps the state, a first start still works."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from count_job import WORDS, count_job, final_counts, run_cli
+
+from samsa.checkpoint.kafka_manager import checkpoint_topic
+from samsa.cli import main
+from samsa.kafka import OFFSET_BEGINNING, KafkaConsumer
+from samsa.runtime.config.config import Config
+from samsa.runtime.config.job import JobConfig
+from samsa.runtime.coordinator import coordinator_topic
+from samsa.runtime.lost_checkpoints import CheckpointsLostError
+
+
+def _changelog_end(bootstrap: str, changelog: str) -> int:
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
+    try:
+        return consumer.watermarks((changelog, 0))[1]
+    finally:
+        consumer.close()
+
+
+def _outputs(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
+    """The committed records of partition 0 of `topic` (read past transaction markers to the end)."""
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
+    tp = (topic, 0)
+    try:
+        end = consumer.watermarks(tp)[1]
+        consumer.assign({tp: OFFSET_BEGINNING})
+        rows: list[tuple[int, int, bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while consumer.position([tp]).get(tp, -1) < end and time.monotonic() < deadline:
+            rows += [(0, m.offset(), m.key(), m.value()) for m in consumer.consume(1000, 0.2)]
+        assert consumer.position([tp]).get(tp, -1) >= end, f"could not read {topic} to its end"
+        return rows
+    finally:
+        consumer.close()
+
+
+def _state_keys(kind: str, changelog: str, blobs: Path, out: str = "") -> dict[str, str]:
+    if kind == "blobstore":
+        return {"stores.backup.factories": "blobstore", "blobstore.local.dir": str(blobs)}
+    eos = (
+        {"job.processing.guarantee": "exactly_once", "task.outputs": f"kafka.{out}"}
+        if kind == "exactly-once"
+        else {}
+    )
+    return {"stores.counts.changelog": f"kafka.{changelog}", **eos}
+
+
+@pytest.mark.parametrize("kind", ["changelog", "exactly-once", "blobstore"])
+def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
+    kind, job_config, topics, produce, read_topic, run_job, kafka_admin, kafka_bootstrap, tmp_path
+):
+    words, out = topics(1), topics(1)
+    changelog = f"{words}-counts-changelog"
+    first = random.Random(1).choices(WORDS, k=300)
+    produce(words, [(w, w) for w in first])
+    config = count_job(job_config, words, out, **_state_keys(kind, changelog, tmp_path / "blobs", out))
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    try:
+        run_job(config)  # a genuine first start
+        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(first)
+        kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])
+        sent = len(_outputs(kafka_bootstrap, out))
+        logged = _changelog_end(kafka_bootstrap, changelog) if kind != "blobstore" else 0
+
+        with pytest.raises(CheckpointsLostError) as refused:
+            run_job(config)
+        message = str(refused.value)
+        for named in (job.job_key, checkpoint_topic(job.name, job.id), "'counts'", "checkpoint reset"):
+            assert named in message, message
+        assert len(_outputs(kafka_bootstrap, out)) == sent, "the refused start processed nothing"
+        if kind != "blobstore":
+            assert _changelog_end(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
+
+        # Fresh checkpoints at the inputs' ends keep the state: new inputs are counted once on top of it.
+        kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])  # reset works without the topic too
+        assert main(["checkpoint", "reset", str(job_file), "--to", "latest"]) == 0
+        second = random.Random(2).choices(WORDS, k=100)
+        produce(words, [(w, w) for w in second])
+        run_job(config)
+        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(first + second)
+    finally:
+        if kind != "blobstore":
+            kafka_admin.delete_topics([changelog])
+
+
+def test_blob_restore_warns_when_local_state_meets_no_checkpoint(
+    job_config, topics, produce, run_job, kafka_admin, tmp_path, caplog
+):
+    words, out = topics(1), topics(1)
+    produce(words, [(w, w) for w in random.Random(4).choices(WORDS, k=50)])
+    config = count_job(job_config, words, out, **_state_keys("blobstore", "", tmp_path / "blobs"))
+    job = JobConfig(Config(config))
+    run_job(config)
+    # Every trace of the job's runs gone but its local directories: the start is allowed, and says so.
+    kafka_admin.delete_topics([checkpoint_topic(job.name, job.id), coordinator_topic(job)])
+    with caplog.at_level(logging.WARNING, logger="samsa.stores.blobstore.restore"):
+        run_job(config)
+    assert "has no checkpoint, but its local state" in caplog.text, caplog.text
+
+
+def test_samsa_run_exits_2_on_a_deleted_checkpoint_topic(
+    job_config, topics, produce, read_topic, run_job, kafka_admin, tmp_path, subprocess_env
+):
+    words, out = topics(1), topics(1)
+    changelog = f"{words}-counts-changelog"
+    produce(words, [(w, w) for w in random.Random(3).choices(WORDS, k=100)])
+    config = count_job(job_config, words, out, **{"stores.counts.changelog": f"kafka.{changelog}"})
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    try:
+        run_job(config)
+        sent = len(read_topic(out))
+        kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])
+        proc = run_cli(job_file, subprocess_env)
+        assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "has started before" in proc.stderr and "restarting" not in proc.stderr, proc.stderr[-3000:]
+        assert len(read_topic(out)) == sent
+    finally:
+        kafka_admin.delete_topics([changelog])
+
+
+def test_a_job_without_state_starts_again_without_its_checkpoints(
+    job_config, topics, produce, read_topic, run_job, kafka_admin
+):
+    words, out = topics(1), topics(1)
+    produce(words, [("a", "a"), ("b", "b")])
+    config = job_config(f"kafka.{words}", out)
+    job = JobConfig(Config(config))
+    run_job(config)
+    kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])
+    run_job(config)  # nothing durable to count twice: it reads its inputs again, as before
+    assert len(read_topic(out)) == 4
+
+
+def test_reset_of_a_job_that_never_ran_still_fails(job_config, topics, tmp_path):
+    config = job_config(f"kafka.{topics(1)}", topics(1))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    assert main(["checkpoint", "reset", str(job_file), "--to", "latest"]) != 0
