@@ -14,7 +14,6 @@ from samsa.kafka import KafkaAdmin, KafkaConsumer, KafkaSystemError
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_system, client_config, coordinator_topic
 from samsa.runtime.exceptions import ConfigError
-from samsa.runtime.validation import blob_backed_stores
 from samsa.stores.factory import store_specs
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,9 @@ def started_containers(job: JobConfig) -> list[str]:
 
 
 def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, str]:
-    """Store -> where its durable state lies: a changelog holding records, or local directories of a
-    store backed up to the blob store (its snapshots' checkpoint is what names them)."""
+    """Store -> where its durable state lies: a changelog holding records. A store backed up to the blob
+    store only has no state without a checkpoint (its snapshots are named by checkpoints; its restore starts
+    it empty), and its local directories also remain after a first start whose start-up commit failed."""
     # state builds on the coordinator, as this module does
     from samsa.runtime.state import changelogs
 
@@ -70,11 +70,6 @@ def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, st
     finally:
         for consumer in consumers.values():
             consumer.close()
-    # Local directories: cheap and sure for this machine; snapshots in S3 would need a listing.
-    root = job.logged_store_dir / job.job_key
-    for store in sorted(blob_backed_stores(job, specs)):
-        if store not in held and root.is_dir() and any(root.glob(f"*/{store}")):
-            held[store] = f"local directories {root}/*/{store}"
     return held
 
 

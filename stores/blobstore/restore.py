@@ -107,16 +107,18 @@ class BlobStoreRestoreManager:
                         checkpoint_id,
                     )
                 elif _holds_files(self.context.store_dirs[store]):
-                    # No checkpoint yet, or the checkpoints are gone: the inputs are read again from
-                    # samza.offset.default on top of this state.
+                    # No checkpoint: no committed snapshot, and the inputs are read again from
+                    # samza.offset.default; kept, this state would count them twice (a first start whose
+                    # start-up commit failed, or a deleted checkpoint topic).
                     log.warning(
-                        "task %s store %s: the task has no checkpoint, but its local state %s is kept; "
-                        "inputs read again from samza.offset.default are applied on top of it (if the job's "
-                        "checkpoint topic was deleted, restore it or run `samsa checkpoint reset`)",
+                        "task %s store %s: the task has no checkpoint, so no committed snapshot: its local "
+                        "state %s is deleted, and the store starts empty (if the job's checkpoint topic was "
+                        "deleted, restore it, or run `samsa checkpoint reset` to keep the state)",
                         task,
                         store,
                         self.context.store_dirs[store],
                     )
+                    shutil.rmtree(self.context.store_dirs[store])
                 continue
             try:
                 index = self._transfer.get_index(blob_id, self._base(store))
