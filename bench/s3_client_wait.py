@@ -2,7 +2,8 @@
 start (importing boto3, parsing botocore's models) while the container makes its producers, fences older
 starts and reads its checkpoints; the restore takes it when it begins.
 
-Run by `restore.py` (see bench/README.md), one container per fresh Python process, as a container starts:
+Run by `restore.py` (see bench/README.md), one container per fresh Python process, as a container starts
+alone, or forked by the local supervisor's fork server (`--forked`: boto3's S3 models parsed before):
 `python bench/s3_client_wait.py --bootstrap HOST:PORT --bucket NAME --topic T --state DIR [--endpoint URL]
 [--region R]` runs container 0 of the word count (its store backed up to S3 only; the job prepared by the
 caller, as a supervisor prepares it) from start to finish over what `T` holds and prints one JSON line:
@@ -54,14 +55,19 @@ def main() -> int:
         parser.add_argument(name, required=True)
     parser.add_argument("--endpoint")
     parser.add_argument("--region")
+    parser.add_argument(
+        "--forked", action="store_true", help="run by the fork server (boto3 loaded before the process began)"
+    )
     args = parser.parse_args()
     config = probe_config(
         args.bootstrap, args.bucket, args.topic, Path(args.state), args.endpoint, args.region
     )
     job = JobConfig(Config(config))
-    if "boto3" in sys.modules:
+    if ("boto3" in sys.modules) != args.forked:
         raise RuntimeError(
             "boto3 was imported before the container's process began: the probe would flatter it"
+            if not args.forked
+            else "forked by a fork server that did not warm boto3's S3 models"
         )
     # As `samsa run --container-id N` under a supervisor: the client is being made while the job model is
     # read and the container starts.

@@ -25,3 +25,7 @@ class ControlProtocolError(ControlError):
 
 class BootstrapError(DeployError):
     """A state bootstrap cannot run (job running, store or columns wrong) or met a bad row."""
+
+
+class ForkServerError(DeployError):
+    """The local supervisor's fork server cannot start a container (fresh interpreters start instead)."""

@@ -11,8 +11,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
+from samsa.deploy.exceptions import ForkServerError
+from samsa.deploy.fork_server import ForkServer
 from samsa.deploy.partition_watch import PartitionWatch, restarts_on_change
 from samsa.deploy.restarts import CONFIG_ERROR_EXIT, NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.runtime.config.job import JobConfig
@@ -21,6 +23,7 @@ from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
 from samsa.runtime.partition_monitor import Changes
 from samsa.runtime.run_lock import RunLock
+from samsa.runtime.state import uses_s3
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +44,36 @@ SUPERVISOR_PID_ENV = "SAMSA_SUPERVISOR_PID"
 _ORPHAN_POLL_S = 0.5
 
 
+#: What a container's process imports before its job runs: the fork server loads them once for all.
+CONTAINER_MODULES = (
+    "samsa.cli",
+    "samsa.deploy.local",
+    "samsa.runtime.container",
+    "samsa.runtime.coordinator",
+    "samsa.runtime.state",
+)
+
+
+class ContainerProcess(Protocol):
+    """A container's process: a fresh interpreter (`subprocess.Popen`) or one forked by the fork server."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def kill(self) -> None: ...
+
+
 @dataclass
 class _Child:
     container_id: str
     restarts: RestartBudget
-    process: subprocess.Popen[bytes] | None = None
+    process: ContainerProcess | None = None
     restart_at: float | None = None
     done: bool = False
     rc: int | None = None
@@ -66,36 +94,56 @@ class LocalSupervisor:
         #: A container stopped on a configuration error: the job stops, exit status 2 like a config error
         #: found before the containers start.
         self.config_error = False
+        self._fork_server: ForkServer | None = None
 
     def stop(self) -> None:
         """Graceful stop of every container (signal-handler safe)."""
         self._stopping = True
 
+    def _start_fork_server(self) -> None:
+        """Starts the fork server (`deploy.local.fork.server`), loading while the job is prepared."""
+        if not self.job.local_fork_server:
+            return
+        try:
+            self._fork_server = ForkServer(
+                CONTAINER_MODULES, uses_s3(self.job), {**CONTAINER_MALLOC_ENV, **os.environ}
+            )
+        except OSError as e:
+            log.warning("cannot start the fork server (%s); containers start as fresh interpreters", e)
+
+    def _stop_fork_server(self) -> None:
+        if self._fork_server is not None:
+            self._fork_server.close()
+            self._fork_server = None
+
     def _spawn(self, child: _Child) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "samsa.cli",
-            "run",
-            "--container-id",
-            child.container_id,
-            "--from-supervisor",
-            *self._container_args,
-        ]
-        # Own session: a terminal's Ctrl-C reaches only the supervisor, which stops containers in order.
-        child.process = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**CONTAINER_MALLOC_ENV, **os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
-        )
+        argv = ["run", "--container-id", child.container_id, "--from-supervisor", *self._container_args]
+        how = "forked"
+        if self._fork_server is not None:
+            server = self._fork_server
+            try:
+                # Its parent is the fork server: the container's orphan watch looks at that one, which
+                # exits when this supervisor is gone.
+                child.process = server.spawn("samsa.cli:main", argv, {SUPERVISOR_PID_ENV: str(server.pid)})
+            except ForkServerError as e:
+                log.warning("%s; containers start as fresh interpreters from now on", e)
+                self._stop_fork_server()
+        if child.process is None:
+            how = "fresh interpreter"
+            # Own session: a terminal's Ctrl-C reaches only the supervisor, which stops containers in order.
+            child.process = subprocess.Popen(
+                [sys.executable, "-m", "samsa.cli", *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**CONTAINER_MALLOC_ENV, **os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
+            )
         pump = threading.Thread(target=self._pump, args=(child.container_id, child.process), daemon=True)
         pump.start()
         self._pumps.append(pump)
-        log.info("started container %s (pid %d)", child.container_id, child.process.pid)
+        log.info("started container %s (pid %d, %s)", child.container_id, child.process.pid, how)
 
-    def _pump(self, container_id: str, process: subprocess.Popen[bytes]) -> None:
+    def _pump(self, container_id: str, process: ContainerProcess) -> None:
         assert process.stdout is not None
         prefix = f"[container-{container_id}] "
         for raw in process.stdout:
@@ -110,8 +158,10 @@ class LocalSupervisor:
         lock = RunLock(pid_dir(self.job) / "supervisor.lock", f"job {self.job.job_key}")
         lock.acquire()
         try:
+            self._start_fork_server()
             return self._supervise()
         finally:
+            self._stop_fork_server()
             lock.release()
 
     def _supervise(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -168,12 +169,14 @@ class Spark:
                 )
             time.sleep(0.2)
 
-    def warm_up(self, workers: int) -> None:
-        """Starts `workers` Python workers with the container runtime imported: Spark reuses idle workers,
-        so the containers' tasks start at once instead of forking and importing first (a second or so)."""
+    def warm_up(self, workers: int, warm_s3: bool = False) -> None:
+        """Starts `workers` Python workers with the container runtime imported (and boto3's S3 models
+        parsed, `warm_s3`): Spark reuses idle workers, so the containers' tasks start at once instead of
+        forking and importing first (a second or so), and make their S3 client in ~10 ms."""
         self._sc.setJobGroup("samsa-warm-up", "start Python workers for Samsa's containers")
+        load = functools.partial(_import_container_runtime, warm_s3)
         try:
-            self._sc.parallelize(range(workers), workers).foreach(_import_container_runtime)
+            self._sc.parallelize(range(workers), workers).foreach(load)
         except Exception as e:
             raise SparkError(f"Spark cannot run Python tasks: {_spark_failure(e)}") from e
 
@@ -236,8 +239,13 @@ class Spark:
         self._sc.stop()
 
 
-def _import_container_runtime(_: object) -> None:
+def _import_container_runtime(warm_s3: bool, _: object) -> None:
     import samsa.deploy.spark_task  # noqa: F401  (imported for its import cost, paid here once per worker)
+
+    if warm_s3:
+        from samsa.stores.blobstore.s3 import warm_models
+
+        warm_models()
 
 
 def _spark_failure(e: Exception) -> str:

@@ -21,6 +21,7 @@ from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
 from samsa.runtime.partition_monitor import Changes
+from samsa.runtime.state import uses_s3
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class SparkSupervisor:
         control.start()
         try:
             spark.await_executors(1)
-            spark.warm_up(min(len(model.containers), spark.slots()))
+            spark.warm_up(min(len(model.containers), spark.slots()), uses_s3(self.job))
             while True:
                 changes = self._run_model(spark, model, master)
                 if not changes or self._stop_requested or self.failed:

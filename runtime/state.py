@@ -110,10 +110,12 @@ def blob_store_settings(job: JobConfig) -> BlobStoreSettings:
 def early_s3_client(job: JobConfig) -> PendingS3Client | None:
     """For a job whose stores are backed up to S3: its client, being made from now on (see
     `PendingS3Client`); `ContainerState` takes it, whoever else started it discards it if not."""
-    settings = blob_store_settings(job)
-    if settings.s3_bucket and blob_backed_stores(job):
-        return PendingS3Client(settings)
-    return None
+    return PendingS3Client(blob_store_settings(job)) if uses_s3(job) else None
+
+
+def uses_s3(job: JobConfig) -> bool:
+    """The job backs stores up to S3 (its containers make an S3 client)."""
+    return bool(blob_store_settings(job).s3_bucket and blob_backed_stores(job))
 
 
 def create_changelogs(job: JobConfig, partitions: int) -> None:

@@ -100,6 +100,7 @@ class JobConfig:
         self.prometheus_port: int | None = config.value("metrics.prometheus.port")
         self.deploy: str = config.value("job.deploy")
         self.max_restarts: int = config.value("deploy.local.max.restarts")
+        self.local_fork_server: bool = config.value("deploy.local.fork.server")
         self.spark_max_restarts: int = config.value("deploy.spark.max.restarts")
         self.spark_master: str | None = config.value("deploy.spark.master")
         self.spark_conf: dict[str, str] = config.subset("deploy.spark.conf.")

@@ -157,6 +157,14 @@ KEYS = [
         minimum=0,
     ),
     Key(
+        "deploy.local.fork.server",
+        "bool",
+        "true: the local supervisor forks containers (and their restarts) from a process that loaded the "
+        "container runtime once, boto3's S3 models too for S3-backed jobs; false: each starts a fresh "
+        "interpreter.",
+        default="true",
+    ),
+    Key(
         "deploy.spark.master",
         "str",
         "Spark master URL; by default local[<containers>,<maxFailures>]: a slot per container on this "

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from background import wait_for
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
@@ -64,6 +65,8 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
         log.close()
     text = (tmp_path / "supervisor.log").read_text()
     assert "restarting" in text and "[container-0]" in text and "[container-1]" in text
+    # Forked from the fork server, the restarted container too.
+    assert text.count(", forked)") == 3, text
     # The graceful stop committed everything processed: every partition's checkpoint is at its end.
     manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
     checkpoints = manager.read_last()
@@ -72,12 +75,15 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
     assert not _pids(job), "containers removed their pid files"
 
 
+@pytest.mark.parametrize("fork_server", ["true", "false"])
 def test_sigterm_stops_containers_gracefully_with_a_final_commit(
-    job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env
+    job_config, topics, produce, read_topic, tmp_path: Path, subprocess_env, fork_server: str
 ):
     inp, out = topics(1), topics(1)
     produce(inp, [(None, str(i)) for i in range(50)])
-    config = job_config(f"kafka.{inp}", out, **{"task.commit.ms": -1})  # only the final commit
+    # Only the final commit.
+    settings = {"task.commit.ms": -1, "deploy.local.fork.server": fork_server}
+    config = job_config(f"kafka.{inp}", out, **settings)
     job = JobConfig(Config(config))
     job_file = tmp_path / "job.properties"
     job_file.write_text("\n".join(f"{k}={v}" for k, v in config.items()))
@@ -97,5 +103,6 @@ def test_sigterm_stops_containers_gracefully_with_a_final_commit(
             supervisor.kill()
     assert supervisor.returncode == 0, output
     assert "stopping gracefully" in output
+    assert (", forked)" if fork_server == "true" else ", fresh interpreter)") in output, output
     manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
     assert manager.read_last()["Partition 0"].offsets == {SystemStreamPartition("kafka", inp, 0): 50}

@@ -295,3 +295,8 @@ def test_a_job_with_durable_stores_on_spark_stops_failed_when_an_input_grows(
     # Its container stopped gracefully (final commit), once.
     assert [s.starts for s in supervisor.slots] == [1]
     assert supervisor.control is not None and supervisor.control.reports()["0"].state == "stopped"
+
+
+def test_warming_workers_for_an_s3_job_runs_on_spark(spark: Spark) -> None:
+    # The warm-up's function travels to the workers with its argument (pickled), imports boto3 there.
+    spark.warm_up(2, warm_s3=True)

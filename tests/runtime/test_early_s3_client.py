@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from count_job import WORDS, final_counts
+from count_job import WORDS, final_counts, s3_counts_job
 
 import samsa.runtime.container as container_module
 import samsa.stores.blobstore.s3 as s3_module
@@ -131,25 +131,6 @@ def test_only_jobs_backed_up_to_s3_make_a_client_early(tmp_path: Path) -> None:
     pending = early_s3_client(JobConfig(Config({**local, **s3})))
     assert isinstance(pending, PendingS3Client)
     pending.discard()
-
-
-def s3_counts_job(job_config: Any, words: str, out: str, bucket: str, endpoint: str) -> dict[str, str]:
-    """The counting job over `words`, its counts store backed up to S3 only (moto at `endpoint`)."""
-    return job_config(
-        f"kafka.{words}",
-        out,
-        task="samsa_test_tasks:CountTask",
-        **{
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.backup.factories": "blobstore",
-            "blobstore.s3.bucket": bucket,
-            "blobstore.s3.endpoint.url": endpoint,
-            "blobstore.s3.region": "us-east-1",
-        },
-    )
 
 
 def test_a_container_restores_with_the_client_made_while_it_read_its_checkpoints(

@@ -61,3 +61,24 @@ def run_cli(job_file: Path, env: dict[str, str], *extra: str) -> subprocess.Comp
         text=True,
         timeout=180,
     )
+
+
+def s3_counts_job(
+    job_config: Callable[..., dict[str, str]], words: str, out: str, bucket: str, endpoint: str
+) -> dict[str, str]:
+    """The counting job over `words`, its counts store backed up to S3 only (moto at `endpoint`)."""
+    return job_config(
+        f"kafka.{words}",
+        out,
+        task="samsa_test_tasks:CountTask",
+        **{
+            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
+            "stores.counts.factory": "rocksdb",
+            "stores.counts.key.serde": "string",
+            "stores.counts.msg.serde": "long",
+            "stores.counts.backup.factories": "blobstore",
+            "blobstore.s3.bucket": bucket,
+            "blobstore.s3.endpoint.url": endpoint,
+            "blobstore.s3.region": "us-east-1",
+        },
+    )
