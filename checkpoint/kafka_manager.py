@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,9 @@ _NEWER_START_LOOKUP_S = 5.0
 _UNNAMED_NEWER_START = "a newer start of it registered the checkpoint producer at the broker"
 # Samza's task.live.checkpoint.max.age: a lower-priority record newer by more than this wins.
 DEFAULT_LIVE_MAX_AGE_MS = 600_000
+# Key of the record naming the job the topic belongs to: shaped like a checkpoint's key (a task name and a
+# type), so that every reader, an older Samsa's included, skips it as a version it does not read.
+OWNER_KEY = json.dumps({"taskName": "", "type": "job"}, sort_keys=True).encode()
 
 
 def checkpoint_topic(job_name: str, job_id: str) -> str:
@@ -153,6 +157,28 @@ class KafkaCheckpointManager:
             return admin.partition_counts([self.topic])[self.topic] is not None
         finally:
             admin.close()
+
+    def read_owner(self) -> tuple[str, str] | None:
+        """(job.name, job.id) of the job the topic belongs to; None when the topic does not exist or names
+        none (its job ran only under an older Samsa)."""
+        if not self.topic_exists():
+            return None
+        for record in read_latest(self._client_config, self.topic):
+            if record.key != OWNER_KEY or record.value is None:
+                continue
+            try:
+                data = json.loads(record.value)
+                return str(data["jobName"]), str(data["jobId"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(
+                    f"the job record at {self.topic}#0@{record.offset} is unreadable ({e}); delete the record"
+                ) from e
+        return None
+
+    def write_owner(self, producer: KafkaProducer, job_name: str, job_id: str) -> None:
+        """Queues the record naming the job the topic belongs to (`read_owner`); durable after a flush."""
+        value = json.dumps({"jobId": job_id, "jobName": job_name}, sort_keys=True).encode()
+        producer.send(self.topic, value, key=OWNER_KEY, partition=0)
 
     def read_records(self, versions: Sequence[int] = (1, 2)) -> dict[str, dict[int, StoredCheckpoint]]:
         """Each task's last record of each of `versions`; records of other versions are not even decoded."""

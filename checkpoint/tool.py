@@ -38,8 +38,17 @@ def require_checkpoints(
     manager: KafkaCheckpointManager, job_name: str, job_id: str, action: str = ""
 ) -> None:
     """Raises naming the job when its checkpoint topic does not exist: it never ran, or job.name / job.id
-    is mistyped (reading the topic would only say librdkafka's unknown partition)."""
+    is mistyped (reading the topic would only say librdkafka's unknown partition); or when the topic belongs
+    to another job, whose job.name or job.id differs by '_' vs '-' (the topic name blurs them)."""
     if manager.topic_exists():
+        owner = manager.read_owner()
+        if owner is not None and owner != (job_name, job_id):
+            raise CheckpointError(
+                f"job.name={job_name!r}, job.id={job_id!r}: checkpoint topic {manager.topic} belongs to "
+                f"another job, job.name={owner[0]!r}, job.id={owner[1]!r} (the topic name turns each '_' "
+                "into '-'): its checkpoints are not this job's; nothing was read or written. Check job.name "
+                "and job.id, and give one of the two jobs another job.name or job.id"
+            )
         return
     then = f"; {action}" if action else ""
     raise CheckpointError(

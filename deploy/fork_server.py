@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -257,6 +258,9 @@ def _preload(modules: Sequence[str], warm_s3: bool) -> str | None:
         from samsa.stores.blobstore.s3 import warm_models
 
         warm_models()
+    # What was loaded stays out of the collector's scans: a collection in a container would otherwise write
+    # to (and so copy) the server's pages it shares.
+    gc.freeze()
     threads = _threads()
     if threads > 1:
         return (

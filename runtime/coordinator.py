@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from samsa.checkpoint.compacted_log import read_latest
+from samsa.checkpoint.compacted_log import LatestRecord, read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.checkpoint.starts import ContainerStart
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
 from samsa.runtime.config.job import JobConfig, job_id_clash
-from samsa.runtime.exceptions import ConfigError
-from samsa.runtime.job_model import JobModel, build_job_model
+from samsa.runtime.exceptions import ConfigError, TopicsOfAnotherJobError
+from samsa.runtime.job_model import JobIdentity, JobModel, build_job_model
 from samsa.runtime.validation import check_job
 from samsa.streams import SystemStream
 
@@ -113,6 +115,8 @@ class JobCoordinator:
         self.job = job
         self._system = checkpoint_system(job)
         self._topic = coordinator_topic(job)
+        #: The exact job.name and job.id, which the topic names blur ('_' as '-'): stamped on the job model.
+        self.identity = JobIdentity(job.name, job.id)
 
     def partition_counts(self) -> dict[SystemStream, int]:
         """Partition count of every input; a missing input or output topic fails naming it."""
@@ -129,18 +133,53 @@ class JobCoordinator:
             counts.update({s: found[s.stream] for s in streams if s in self.job.inputs})
         return counts
 
-    def check_job_id(self) -> None:
+    def topic_exists(self) -> bool:
+        """Whether the coordinator topic exists (the job, or one named alike, has started)."""
+        admin = KafkaAdmin(client_config(self.job, self._system))
+        try:
+            return bool(admin.partition_counts([self._topic]).get(self._topic))
+        finally:
+            admin.close()
+
+    def _refuse_other_job(self, owner: JobIdentity, topic: str) -> None:
+        if owner != self.identity:
+            topics = f"{self._topic} and {checkpoint_topic(self.job.name, self.job.id)}"
+            raise TopicsOfAnotherJobError(str(self.identity), str(owner), topic, topics)
+
+    def check_checkpoint_owner(self) -> None:
+        """Refuses a job whose checkpoint topic names another job (one named alike: `_` vs `-`); for a
+        start that finds no job model: its coordinator topic was deleted, or the job never ran."""
+        manager = checkpoint_manager(self.job)
+        owner = manager.read_owner()
+        if owner is not None:
+            self._refuse_other_job(JobIdentity(*owner), manager.topic)
+
+    def warn_underscore_name(self) -> None:
+        """Warns a new job whose job.name holds a `_`: its topics are named as a `-` job's. Not refused:
+        many jobs are named so, and the job model names its job, which refuses the second of two."""
+        if "_" not in self.job.name:
+            return
+        log.warning(
+            "job.name=%r contains '_': its coordinator and checkpoint topics (%s, %s) are named with '-' for "
+            "each '_', so job.name=%r with job.id=%r would get the same ones (the job that starts second is "
+            "refused them); a job.name without '_' keeps the topic names telling jobs apart",
+            self.job.name,
+            self._topic,
+            checkpoint_topic(self.job.name, self.job.id),
+            self.job.name.replace("_", "-"),
+            self.job.id,
+        )
+
+    def check_job_id(self, exists: bool | None = None) -> None:
         """Refuses a new job whose `job.id` holds a `-` (`job_id_clash`); a job that already has its
         coordinator topic keeps its id, with a warning: a new id would start it over (no checkpoints, no
-        state), and the tools that read its checkpoints (`samsa eos retire`) need the old one."""
+        state), and the tools that read its checkpoints (`samsa eos retire`) need the old one. `exists`:
+        whether the coordinator topic exists, when already known."""
         clash = job_id_clash(self.job.name, self.job.id)
         if clash is None:
             return
-        admin = KafkaAdmin(client_config(self.job, self._system))
-        try:
-            exists = bool(admin.partition_counts([self._topic]).get(self._topic))
-        finally:
-            admin.close()
+        if exists is None:
+            exists = self.topic_exists()
         if exists:
             log.warning(
                 "%s; job %s has run before, so it keeps its job.id (another would start it over: new "
@@ -174,22 +213,41 @@ class JobCoordinator:
                     admin.close()
 
     def read_model(self) -> JobModel | None:
-        """The published job model, or None when none was published yet."""
+        """The published job model, or None when none was published yet; a model another job published
+        (its job.name or job.id differs by `_` vs `-`, which the topic name blurs) is refused."""
         # The model is never written in a transaction; the containers' start records beside it are: a
         # start killed inside one must not hold up every reader until its transaction times out.
         config = {**client_config(self.job, self._system), "isolation.level": "read_uncommitted"}
         records = read_latest(config, self._topic)
         for record in records:
             if record.key == _MODEL_KEY and record.value is not None:
-                return JobModel.from_json(record.value)
+                model = JobModel.from_json(record.value)
+                owner = model.job or self._started_job(records)  # an older Samsa's model names no job
+                if owner is not None:
+                    self._refuse_other_job(owner, self._topic)
+                return model
+        return None
+
+    def _started_job(self, records: list[LatestRecord]) -> JobIdentity | None:
+        """The job the containers' start records name (`<job.name>-<job.id>`), when it is not this one."""
+        for record in records:
+            start = ContainerStart.decode(record.value) if record.value is not None else None
+            if start is not None and start.job != self.job.job_key:
+                # A job sharing the topic has a name and id as long as this one's: the key splits alike.
+                name = start.job[: len(self.job.name)]
+                return JobIdentity(name, start.job[len(name) + 1 :])
         return None
 
     def publish(self, model: JobModel) -> None:
+        """The job model on the coordinator topic; with the job it names, that job's on the checkpoint topic
+        too (read when the coordinator topic is gone)."""
         # One keyed record on a compacted topic: a duplicate is harmless, and skipping the idempotent
         # producer's id handshake saves half a second of every start.
         config = {**client_config(self.job, self._system, "producer"), "enable.idempotence": False}
         producer = KafkaProducer(config)
         try:
+            if model.job is not None:
+                checkpoint_manager(self.job).write_owner(producer, model.job.name, model.job.id)
             producer.send(self._topic, model.to_json(), key=_MODEL_KEY, partition=0)
             producer.flush()
         finally:
@@ -217,14 +275,22 @@ class JobCoordinator:
         # Inputs and outputs first: a start failing on a missing topic leaves no internal topics behind.
         counts = self.partition_counts()
         check_broadcast_stores(self.job, counts)
-        self.check_job_id()
+        # Before anything is created or written: topics holding another job's model or checkpoints (a job
+        # named alike) are refused.
+        ran = self.topic_exists()
+        stored = self.read_model() if ran else None
+        if stored is None:
+            self.check_checkpoint_owner()
+        if not ran:
+            self.warn_underscore_name()
+        self.check_job_id(ran)
         self.create_resources()
-        model = build_job_model(counts, self.job.container_count, self.job.broadcast)
+        built = build_job_model(counts, self.job.container_count, self.job.broadcast)
+        model = replace(built, job=self.identity)
         # state and state_placement build on this module's client settings
         from samsa.runtime.state import changelog_partitions, create_changelogs
         from samsa.runtime.state_placement import check_state_placement
 
-        stored = self.read_model()
         if stored is not None and stored != model:
             # Before the changelogs are checked (a grown task count would fail there, naming only the
             # changelog's size) and before the old model's containers are fenced: a refused start touches
@@ -247,5 +313,9 @@ class JobCoordinator:
                 # so no new owner restores them first, and a takeover cut short is redone by the next start.
                 fence_replaced(self.job, stored, model)
             log.info("publishing job model %s to %s", model.fingerprint, self._topic)
+            self.publish(model)
+        elif stored is not None and stored.job is None:
+            # An older Samsa's model: the same one again, now naming its job (no container is fenced).
+            log.info("stamping job model %s on %s with %s", model.fingerprint, self._topic, self.identity)
             self.publish(model)
         return model

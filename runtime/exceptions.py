@@ -87,3 +87,21 @@ class StateKeysMovedError(RuntimeSamsaError, InvalidConfigError):
             "rebuild the state from its source (docs/state-bootstrap.md). See docs/running.md (input "
             "partitions added)"
         )
+
+
+class TopicsOfAnotherJobError(ConfigError):
+    """The job's coordinator or checkpoint topic holds another job's job model or checkpoints: their job.name
+    and job.id differ only by '_' vs '-', which the topic names blur. A restart meets it again."""
+
+    def __init__(self, job: str, owner: str, topic: str, topics: str) -> None:
+        #: This job and the job the topic belongs to, each as `job.name=..., job.id=...`.
+        self.job, self.owner, self.topic = job, owner, topic
+        super().__init__(
+            f"{job}: topic {topic} belongs to another job, {owner}: the internal topics of a job are named "
+            "after its job.name and job.id with each '_' turned into '-', so both jobs get the same ones "
+            f"({topics}). Starting would read and overwrite the other job's job model and checkpoints (each "
+            "job resuming from the other's offsets and state): the start is refused; nothing was written. "
+            "Give one of the two jobs another job.name or job.id, one that differs by more than '_' vs '-' "
+            "(a job that has run starts over under new names: no checkpoints, no state; rename the one that "
+            f"has not). If this job is the other one renamed, set its names back: {owner}"
+        )

@@ -34,11 +34,25 @@ class ContainerModel:
 
 
 @dataclass(frozen=True)
+class JobIdentity:
+    """A job's exact `job.name` and `job.id` (its internal topics' names blur '_' into '-')."""
+
+    name: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"job.name={self.name!r}, job.id={self.id!r}"
+
+
+@dataclass(frozen=True)
 class JobModel:
     """All containers of a job, plus what the model was built from (to tell when it is stale)."""
 
     fingerprint: str
     containers: tuple[ContainerModel, ...]
+    #: The job that published the model; None in a model of an older Samsa, which did not record it. Not
+    #: part of the model's identity: the same tasks in the same containers are the same model.
+    job: JobIdentity | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # Every container carries the counts of the whole model: its state is placed by them.
@@ -76,6 +90,9 @@ class JobModel:
                 for c in self.containers
             ],
         }
+        if self.job is not None:
+            # A new key, not a new format version: older readers ignore it.
+            data["job"] = {"name": self.job.name, "id": self.job.id}
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -97,7 +114,9 @@ class JobModel:
                 )
                 for c in data["containers"]
             )
-            return cls(data["fingerprint"], containers)
+            job = data.get("job")
+            identity = None if job is None else JobIdentity(str(job["name"]), str(job["id"]))
+            return cls(data["fingerprint"], containers, identity)
         except (ValueError, KeyError, TypeError) as e:
             raise JobModelError(
                 f"the stored job model is unreadable ({e}); restart the job to rewrite it"

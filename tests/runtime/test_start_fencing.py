@@ -15,7 +15,7 @@ from background import Background, wait_for
 from count_job import count_job, store_counts
 
 from samsa.checkpoint.exceptions import CheckpointFencedError
-from samsa.checkpoint.kafka_manager import EPOCH_HEADER, checkpoint_topic
+from samsa.checkpoint.kafka_manager import EPOCH_HEADER, OWNER_KEY, checkpoint_topic
 from samsa.checkpoint.starts import StartWatch
 from samsa.kafka import OFFSET_BEGINNING, KafkaConsumer
 from samsa.runtime.config.config import Config
@@ -59,7 +59,8 @@ def _epochs(bootstrap: str, job: JobConfig) -> list[int]:
         deadline = time.monotonic() + 30
         while consumer.position([(topic, 0)]).get((topic, 0), -1) < high:
             assert time.monotonic() < deadline, f"could not read {topic} to {high}"
-            out += [int(dict(m.headers() or [])[EPOCH_HEADER]) for m in consumer.consume(1000, 0.2)]
+            records = [m for m in consumer.consume(1000, 0.2) if m.key() != OWNER_KEY]  # not a checkpoint
+            out += [int(dict(m.headers() or [])[EPOCH_HEADER]) for m in records]
     return out
 
 
