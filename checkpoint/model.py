@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.exceptions import CheckpointError
 from samsa.kafka.record_marks import RecordMark
-from samsa.streams import SystemStreamPartition
+from samsa.streams import SystemStream, SystemStreamPartition
 
 KEY_TYPE_V1 = "checkpoint"
 KEY_TYPE_V2 = "checkpoint-v2"
@@ -29,6 +29,8 @@ class Checkpoint:
 
     offsets: dict[SystemStreamPartition, int] = field(default_factory=dict)
     changelog_offsets: dict[SystemStreamPartition, tuple[str, int | None]] = field(default_factory=dict)
+    #: As `CheckpointV2.input_counts`.
+    input_counts: dict[SystemStream, int] = field(default_factory=dict)
     version: ClassVar[int] = 1
 
 
@@ -47,6 +49,10 @@ class CheckpointV2:
     #: the next start tells by it that the topic was deleted and recreated since (`runtime.offsets`).
     #: Empty in a checkpoint of an older Samsa, and for partitions that were empty.
     input_marks: dict[SystemStreamPartition, RecordMark] = field(default_factory=dict)
+    #: Per input stream of the task, its partition count when the job first checkpointed it: a partition
+    #: numbered past it that no task checkpointed was added since (`runtime.offsets.added_since`), one
+    #: below it merely has no checkpoint yet. Empty in a checkpoint of an older Samsa.
+    input_counts: dict[SystemStream, int] = field(default_factory=dict)
     version: ClassVar[int] = 2
 
 
@@ -98,6 +104,12 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
                 }
                 for p, (cp_id, o) in sorted(checkpoint.changelog_offsets.items())
             ]
+    if checkpoint.input_counts:
+        # An added field, absent when empty: an older reader (either version) ignores it.
+        data["inputPartitionCounts"] = [
+            {"system": s.system, "stream": s.stream, "partitions": n}
+            for s, n in sorted(checkpoint.input_counts.items())
+        ]
     return json.dumps(data, separators=(",", ":")).encode()
 
 
@@ -113,7 +125,7 @@ def decode(raw: bytes, where: str) -> Checkpoint:
             changelog[_ssp(e)] = (cp_id, None if e["offset"] is None else int(e["offset"]))
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
-    return Checkpoint(offsets, changelog)
+    return Checkpoint(offsets, changelog, _read_counts(data.get("inputPartitionCounts")))
 
 
 def decode_v2(raw: bytes, where: str) -> CheckpointV2:
@@ -137,7 +149,8 @@ def decode_v2(raw: bytes, where: str) -> CheckpointV2:
         input_marks = _read_marks(data.get("inputMarks"))
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
-    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once, input_marks)
+    input_counts = _read_counts(data.get("inputPartitionCounts"))
+    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once, input_marks, input_counts)
 
 
 def decode_record(key_type: str, raw: bytes, where: str) -> AnyCheckpoint:
@@ -190,6 +203,19 @@ def _read_marks(entries: Any) -> dict[SystemStreamPartition, RecordMark]:
         if mark is not None:
             marks[ssp] = mark
     return marks
+
+
+def _read_counts(entries: Any) -> dict[SystemStream, int]:
+    # A count only informs which partitions were added since: one unreadable is dropped, not fatal.
+    counts: dict[SystemStream, int] = {}
+    for e in entries if isinstance(entries, list) else []:
+        try:
+            system, stream, n = e["system"], e["stream"], e["partitions"]
+        except (KeyError, TypeError):
+            continue
+        if isinstance(system, str) and isinstance(stream, str) and type(n) is int and n >= 0:
+            counts[SystemStream(system, stream)] = n
+    return counts
 
 
 def _unreadable(where: str, error: Exception) -> CheckpointError:

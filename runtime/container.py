@@ -8,7 +8,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,7 +47,13 @@ from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, cli
 from samsa.runtime.eos_tasks import ExactlyOnceTasks
 from samsa.runtime.exceptions import ContainerError, MessageDeserializationError, UserCodeError
 from samsa.runtime.job_model import ContainerModel, TaskModel
-from samsa.runtime.offsets import recreated_since, start_offset
+from samsa.runtime.offsets import (
+    added_since,
+    known_partition_counts,
+    recorded_partition_counts,
+    recreated_since,
+    start_offset,
+)
 from samsa.runtime.prometheus import PrometheusServer
 from samsa.runtime.run_lock import RunLock
 from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
@@ -65,7 +71,7 @@ from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.stores.serialized import SerializedStore
 from samsa.stores.storage_manager import TaskStorage
-from samsa.streams import SystemStreamPartition
+from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -239,9 +245,13 @@ class Container:
     def _build_tasks(self, checkpoints: dict[str, AnyCheckpoint], storages: dict[str, TaskStorage]) -> None:
         task_class = validation.task_class(self.job)
         collector = OutputCollector(self.job, self._producers, self._serdes)
-        # Of every task of the job: a partition added to an input since the last run has no checkpoint in
-        # any task, and its task may be new, but the stream's other partitions have (`start_offset`).
+        # Of every task of the job: a partition added to an input since has no checkpoint in any task, and
+        # its task may be new; its number tells it from one whose container has not committed yet.
         checkpointed = {ssp for cp in checkpoints.values() for ssp in cp.offsets}
+        known = known_partition_counts(checkpoints.values())
+        assert self._state is not None
+        # Every checkpoint of the run carries on the counts known, whichever container committed first.
+        self._state.input_counts = recorded_partition_counts(known, self.model.input_counts)
         watermarks, firsts = self._input_firsts()
         for tm in self.model.tasks:
             storage = storages[tm.name]
@@ -260,7 +270,9 @@ class Container:
             )
             self._schedule_timers(ti)
             ti.offsets.update(
-                self._start_offsets(tm.partitions, checkpoints.get(tm.name), checkpointed, watermarks, firsts)
+                self._start_offsets(
+                    tm.partitions, checkpoints.get(tm.name), known, checkpointed, watermarks, firsts
+                )
             )
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
@@ -523,13 +535,14 @@ class Container:
         self,
         partitions: Sequence[SystemStreamPartition],
         checkpoint: AnyCheckpoint | None,
+        known: Mapping[SystemStream, int],
         checkpointed: Set[SystemStreamPartition],
         watermarks: dict[SystemStreamPartition, tuple[int, int]],
         firsts: dict[SystemStreamPartition, RecordMark],
     ) -> dict[SystemStreamPartition, int]:
-        """Each partition's start (`start_offset`); `checkpointed`: the partitions any task of the job has
-        a checkpointed offset of; `watermarks` and `firsts` (the first record's mark) of each partition."""
-        streams = {ssp.system_stream for ssp in checkpointed}
+        """Each partition's start (`start_offset`); `known`: the `known_partition_counts` of every task's
+        checkpoints; `checkpointed`: the partitions any task has a checkpointed offset of; `watermarks` and
+        `firsts` (the first record's mark) of each partition."""
         marks = checkpoint.input_marks if isinstance(checkpoint, CheckpointV2) else {}
         out = {}
         for ssp in partitions:
@@ -538,7 +551,7 @@ class Container:
                 self.job.stream(ssp.system_stream),
                 checkpoint.offsets.get(ssp) if checkpoint is not None else None,
                 watermarks[ssp],
-                ssp.system_stream in streams and ssp not in checkpointed,
+                added_since(ssp, known, checkpointed),
                 recreated_since(marks.get(ssp), firsts.get(ssp)),
             )
         return out

@@ -4,12 +4,14 @@ latest, the first at a time) is."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Set
 
+from samsa.checkpoint.model import AnyCheckpoint
 from samsa.kafka import KafkaConsumer
 from samsa.kafka.record_marks import RecordMark, differs
 from samsa.runtime.config.job import JobConfig, StreamSettings
 from samsa.runtime.coordinator import client_config
-from samsa.streams import SystemStreamPartition
+from samsa.streams import SystemStream, SystemStreamPartition
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,51 @@ def recreated_since(mark: RecordMark | None, first: RecordMark | None) -> str | 
     )
 
 
+def known_partition_counts(checkpoints: Iterable[AnyCheckpoint]) -> dict[SystemStream, int]:
+    """Per input stream the job has checkpointed (`checkpoints`: every task's), its partition count when
+    the job first checkpointed it: the fewest any task's checkpoint recorded, else (checkpoints of an older
+    Samsa, which record none) the lowest partition number no task checkpointed."""
+    recorded: dict[SystemStream, int] = {}
+    seen: dict[SystemStream, set[int]] = {}
+    for checkpoint in checkpoints:
+        for stream, count in checkpoint.input_counts.items():
+            # The fewest: a sibling that ran on an older job model, before the topic grew, knew fewer.
+            recorded[stream] = min(count, recorded.get(stream, count))
+        for ssp in checkpoint.offsets:
+            seen.setdefault(ssp.system_stream, set()).add(ssp.partition)
+    # An older Samsa's rule, kept for its checkpoints: every partition none of them holds was added since
+    # (one of a broadcast stream that it left unread, too); recorded, the count carries that on.
+    legacy = {stream: min(set(range(len(ns) + 1)) - ns) for stream, ns in seen.items()}
+    return {**legacy, **recorded}
+
+
+def added_since(
+    ssp: SystemStreamPartition, known: Mapping[SystemStream, int], checkpointed: Set[SystemStreamPartition]
+) -> bool:
+    """Whether `ssp` was added to its topic since the job first checkpointed the stream (`known`:
+    `known_partition_counts`), while it ran or while it was down, and no task checkpointed it since
+    (`checkpointed`: the partitions any task has a checkpointed offset of). A partition numbered below that
+    count without a checkpoint was not: its container has not started (or committed) yet on the job's
+    first start, or first start since the stream was added to task.inputs; a sibling container's checkpoint
+    of the stream's other partitions must not make it skip `samza.offset.default`."""
+    count = known.get(ssp.system_stream)
+    # One a task checkpointed was read: another task given it (made broadcast) starts at the default.
+    return count is not None and ssp.partition >= count and ssp not in checkpointed
+
+
+def recorded_partition_counts(
+    known: Mapping[SystemStream, int], model_counts: Mapping[SystemStream, int]
+) -> dict[SystemStream, int]:
+    """The partition count of each input stream that a run's checkpoints record: the one the job knew
+    (`known_partition_counts`), else, on the job's first checkpoint of the stream, the job model's
+    (`model_counts`: the count every container of the model is given, whichever starts first); never more
+    than the model's (a topic recreated with fewer partitions: those it gains later are new)."""
+    out = dict(model_counts)
+    for stream, count in known.items():
+        out[stream] = min(count, model_counts.get(stream, count))
+    return out
+
+
 def start_offset(
     ssp: SystemStreamPartition,
     settings: StreamSettings,
@@ -44,8 +91,8 @@ def start_offset(
 ) -> int:
     """Where a task starts reading `ssp`: at its checkpointed offset `saved` (ignored with
     `samza.reset.offset`) kept within the partition's `watermarks`; without one, at the oldest offset when
-    no task of the job checkpointed the partition but the job checkpointed other partitions of its stream
-    (`added_since`: it was added since), else at `samza.offset.default`. `recreated` says why the topic was
+    the partition was added to the topic since the job first checkpointed the stream (`added_since`, as
+    the function of that name judges), else at `samza.offset.default`. `recreated` says why the topic was
     deleted and recreated since the checkpoint (`recreated_since`): the partition starts at its oldest
     offset."""
     low, high = watermarks
@@ -67,12 +114,12 @@ def start_offset(
         )
         return low
     if saved is None:
-        # The job checkpointed the stream's other partitions, never this one: it was added since the job
-        # last ran (or while it ran), so all it holds is new to the job; `upcoming` would skip it unread.
+        # The topic gained this partition since the job first checkpointed the stream (while it ran or was
+        # down), so all it holds is new to the job; `upcoming` would skip it unread.
         log.log(
             logging.WARNING if default != low else logging.INFO,
-            "%s: no checkpoint for this partition while the job has checkpoints of the stream's other "
-            "partitions: it was added since; starting at its oldest offset %d, not at "
+            "%s: no checkpoint for this partition, numbered past the partitions the stream had when the job "
+            "first checkpointed it: it was added since; starting at its oldest offset %d, not at "
             "samza.offset.default=%s (%d), so that none of its messages is skipped",
             ssp,
             low,

@@ -173,6 +173,9 @@ class ContainerState:
         #: Per input partition, the mark of its first record at the container's start (the container's
         #: `_input_firsts`): every checkpoint of the run records it.
         self.input_marks: dict[SystemStreamPartition, RecordMark] = {}
+        #: Per input stream, its partition count when the job first checkpointed it (the container's
+        #: `recorded_partition_counts`): every checkpoint of the run records those of its task's streams.
+        self.input_counts: dict[SystemStream, int] = {}
         self._write_versions = write_versions
         self._producers = producers
         container_memory().configure(RocksDbMemory.from_config(job.config))
@@ -382,18 +385,27 @@ class ContainerState:
 
     def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
         def write(result: CommitResult) -> None:
-            v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result))
+            v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result), self._counts(result))
             sink = self.transactions.get(task_name)
             if sink is None:
                 v2 = CheckpointV2(
-                    result.checkpoint_id, result.offsets, result.markers, input_marks=self._marks(result)
+                    result.checkpoint_id,
+                    result.offsets,
+                    result.markers,
+                    input_marks=self._marks(result),
+                    input_counts=self._counts(result),
                 )
                 self._checkpoints.commit(task_name, self._write_versions, v1, v2)
                 return
             # Exactly-once: the checkpoint commits in the task's transaction, with its sink records.
             state = self.pending_eos.pop(task_name)
             v2 = CheckpointV2(
-                result.checkpoint_id, result.offsets, result.markers, state.to_dict(), self._marks(result)
+                result.checkpoint_id,
+                result.offsets,
+                result.markers,
+                state.to_dict(),
+                self._marks(result),
+                self._counts(result),
             )
             self._checkpoints.write_versions(task_name, self._write_versions, v1, v2, producer=sink)
             sink.commit_transaction()
@@ -404,6 +416,11 @@ class ContainerState:
     def _marks(self, result: CommitResult) -> dict[SystemStreamPartition, RecordMark]:
         """The marks of the first records, at this run's start, of the task's input partitions."""
         return {ssp: mark for ssp, mark in self.input_marks.items() if ssp in result.offsets}
+
+    def _counts(self, result: CommitResult) -> dict[SystemStream, int]:
+        """The partition counts known of the task's input streams (`input_counts`)."""
+        streams = {ssp.system_stream for ssp in result.offsets}
+        return {ss: n for ss, n in self.input_counts.items() if ss in streams}
 
     def _v1_changelog_offsets(
         self, result: CommitResult
