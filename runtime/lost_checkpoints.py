@@ -6,17 +6,30 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Mapping, Sequence
 
 from samsa.checkpoint.compacted_log import read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.starts import START_KEY_TYPE
+from samsa.exactly_once.changelog import CONTROL_KEY, ChangelogReader
 from samsa.kafka import KafkaAdmin, KafkaConsumer, KafkaSystemError
+from samsa.kafka.message import RawMessage, TopicPartition
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_system, client_config, coordinator_topic
 from samsa.runtime.exceptions import ConfigError
 from samsa.stores.factory import store_specs
 
 log = logging.getLogger(__name__)
+
+# Deciding whether a changelog holds state reads it from its low watermark to the first data record: one
+# fetch of a changelog with state, a few of one with control records only. Past this bound (a broker not
+# answering, a transaction left open on the changelog hiding what follows it) the start is refused
+# rather than held up.
+_DECIDE_S = 30.0
+# Records asked of the consumer per call, and the longest wait for them.
+_BATCH = 1000
+_POLL_S = 0.5
 
 
 class CheckpointsLostError(ConfigError):
@@ -45,9 +58,10 @@ def started_containers(job: JobConfig) -> list[str]:
 
 
 def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, str]:
-    """Store -> where its durable state lies: a changelog holding records. A store backed up to the blob
-    store only has no state without a checkpoint (its snapshots are named by checkpoints; its restore starts
-    it empty), and its local directories also remain after a first start whose start-up commit failed."""
+    """Store -> where its durable state lies: a changelog holding a committed data record, one a restore
+    would apply. A store backed up to the blob store only has no state without a checkpoint (its snapshots
+    are named by checkpoints; its restore starts it empty), and its local directories also remain after a
+    first start whose start-up commit failed."""
     # state builds on the coordinator, as this module does
     from samsa.runtime.state import changelogs
 
@@ -57,20 +71,74 @@ def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, st
     try:
         for store, stream in changelogs(job, specs).items():
             if stream.system not in consumers:
-                consumers[stream.system] = KafkaConsumer(client_config(job, stream.system))
+                # Aborted writes and transaction markers count in the watermarks, never in a restore.
+                config = {**client_config(job, stream.system), "isolation.level": "read_committed"}
+                consumers[stream.system] = KafkaConsumer(config)
             consumer = consumers[stream.system]
+            ranges: dict[TopicPartition, tuple[int, int]] = {}
             for partition in range(changelog_partitions):
+                tp = (stream.stream, partition)
                 try:
-                    low, high = consumer.watermarks((stream.stream, partition))
+                    low, high = consumer.watermarks(tp)
                 except KafkaSystemError:  # a changelog not created yet (or smaller) holds nothing there
                     break
                 if high > low:
-                    held[store] = f"changelog {stream} holds records"
-                    break
+                    ranges[tp] = (low, high)
+            where = _first_data_record(consumer, ranges, job.exactly_once) if ranges else None
+            if where is not None:
+                held[store] = f"changelog {stream} {where}"
     finally:
         for consumer in consumers.values():
             consumer.close()
     return held
+
+
+def _first_data_record(
+    consumer: KafkaConsumer, ranges: Mapping[TopicPartition, tuple[int, int]], exactly_once: bool
+) -> str | None:
+    """Where the first data record of these partitions ((low, high) each) lies, None when they hold none:
+    only exactly-once control records (abort and commit records), transaction markers and aborted writes.
+    Reads from the low watermarks and stops at the first data record, so a large changelog costs one fetch;
+    one not read to a decision within `_DECIDE_S` counts as state (the safe side: the start is refused)."""
+    readers = {tp: ChangelogReader() for tp in ranges} if exactly_once else {}
+    left = dict(ranges)
+    deadline = time.monotonic() + _DECIDE_S
+    consumer.assign({tp: low for tp, (low, _) in ranges.items()})
+    try:
+        while left:
+            if time.monotonic() >= deadline:
+                tps = ", ".join(f"partition {p} from offset {ranges[(t, p)][0]}" for t, p in sorted(left))
+                return f"could not be read to its first data record within {_DECIDE_S:.0f} s ({tps})"
+            msgs = consumer.consume(_BATCH, _POLL_S)
+            for tp, batch in _by_partition(msgs).items():
+                if tp not in left:
+                    continue
+                reader = readers.get(tp)
+                # An exactly-once restore skips control records and drops the writes an abort record
+                # voided; an at-least-once one applies every record, but control records left by an
+                # exactly-once start before it are no state either (their reserved key says so).
+                kept = reader.select(batch)[0] if reader is not None else batch
+                for m in kept:
+                    key = m.key()
+                    if key is None or not key.startswith(CONTROL_KEY):
+                        return f"holds data records (partition {tp[1]}, offset {m.offset()})"
+                if batch[-1].offset() >= left[tp][1] - 1:
+                    del left[tp]
+            if not msgs and left:
+                # Transaction markers and aborted writes at the end are skipped: the position says.
+                positions = consumer.position(list(left))
+                for tp in [tp for tp, pos in positions.items() if pos >= left[tp][1]]:
+                    del left[tp]
+        return None
+    finally:
+        consumer.unassign()
+
+
+def _by_partition(msgs: Sequence[RawMessage]) -> dict[TopicPartition, list[RawMessage]]:
+    out: dict[TopicPartition, list[RawMessage]] = {}
+    for m in msgs:
+        out.setdefault((m.topic(), m.partition()), []).append(m)
+    return out
 
 
 def check_checkpoints_kept(
