@@ -67,19 +67,23 @@ def build_settings(
 
 
 def build_change(
-    recorded: Mapping[str, object] | None, current: BuildSettings, store: str = "?"
+    recorded: Mapping[str, object] | None,
+    current: BuildSettings,
+    store: str = "?",
+    record: str = "offsets file",
 ) -> str | None:
     """What changed between the settings the store was built with and `current`, naming the keys; None
-    when nothing did. Settings not recorded (an offsets file of an older Samsa) are taken to be the current
-    ones, with a warning: that Samsa trusted every store it found, and a forced rebuild of every adjunct
-    store at the upgrade would hold up the jobs whose streams are bootstrapped; the next offsets file
-    records them."""
+    when nothing did. Settings not recorded (an offsets file, or a versioned store's `record`, of an older
+    Samsa) are taken to be the current ones, with a warning: that Samsa trusted every store it found, and a
+    forced rebuild of every adjunct store at the upgrade would hold up the jobs whose streams are
+    bootstrapped; the next offsets file (or version pointer) records them."""
     if recorded is None:
         log.warning(
-            "adjunct store %s: its offsets file (an older Samsa's) records no build settings; taking it as "
-            "built with the current extractor, serdes and source partitions. If one of them changed while "
-            "upgrading, delete the store's directory on each host to rebuild it",
+            "adjunct store %s: its %s (an older Samsa's) records no build settings; taking it as built with "
+            "the current extractor, serdes and source partitions. If one of them changed while upgrading, "
+            "delete the store's directory on each host to rebuild it",
             store,
+            record,
         )
         return None
     changes = [

@@ -9,7 +9,10 @@ point between versions:
 - `seal` makes `v<N+1>` durable, rewrites the pointer, points the readers at it, then drops `v<N>`;
 - a restart serves the version the pointer names and deletes every other `v<M>`: a build cut short (the
   stream is re-read from where that build started, `resume_offset`) or an old version whose deletion
-  the crash interrupted.
+  the crash interrupted;
+- the pointer also records the settings the versions were built with (`samsa.adjunct.build`): a start
+  with other settings drops every version before the store is opened (`drop_versions`, the pointer
+  rewritten first) and the dataset is read again from the beginning of its stream.
 
 A crash at any step thus leaves the old sealed version or the new one, never a mix or a partial one.
 """
@@ -20,7 +23,7 @@ import logging
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -62,6 +65,42 @@ class _Pointer:
     #: The end-of-dataset marker before `next_start`, as read: a restart checks that the topic still holds
     #: it (a recreated topic holds other records there). None in the pointers of an older Samsa.
     next_mark: RecordMark | None = None
+    #: The settings the sealed version and the build in progress were built with (`samsa.adjunct.build`).
+    #: None in the pointers of an older Samsa, which did not record them.
+    build: dict[str, object] | None = None
+
+
+@dataclass(frozen=True)
+class BuiltWith:
+    """What a store's pointer says of the versions it names, read before the store is opened."""
+
+    sealed: int | None
+    building: int | None
+    #: The settings they were built with; None in the pointer of an older Samsa (unknown).
+    build: dict[str, object] | None
+
+
+def built_with(root: Path) -> BuiltWith | None:
+    """The versions the pointer in `root` names and the settings they were built with; None when it names
+    none (no pointer, or an unreadable one: the store starts over anyway) or only a build in progress of
+    an older Samsa (discarded at the start anyway, and read again with the current settings)."""
+    path = root / POINTER_FILE
+    _, document, _ = read_checked_json(path)
+    pointer = None if document is None else _parse_pointer(document, path, root)
+    if pointer is None or (pointer.sealed is None and (pointer.building is None or pointer.build is None)):
+        return None
+    return BuiltWith(pointer.sealed, pointer.building, pointer.build)
+
+
+def drop_versions(root: Path, build: Mapping[str, object]) -> None:
+    """Empties the store in `root` before it is opened, its versions built with other settings than
+    `build`: the dataset is then read again from the beginning of its stream, built with `build`. The
+    pointer naming no version (recording `build`) replaces the old one first, atomically: from then on no
+    old version is served, even if a crash interrupts the deletion of their dirs (the next start deletes
+    them); a crash before it leaves the old pointer, and the next start finds the change again."""
+    _save_pointer(root, _Pointer(build=dict(build)))
+    for _, version_dir in _version_dirs(root):
+        _delete_dir(version_dir)
 
 
 class VersionedStore:
@@ -110,6 +149,27 @@ class VersionedStore:
         self._pointer = replace(
             self._pointer, next_start=None, next_mark=None, building=None, building_start=None
         )
+        _save_pointer(self.root, self._pointer)
+
+    def record_build(self, build: Mapping[str, object]) -> None:
+        """Records `build`, the settings the versions are built with from now on (`samsa.adjunct.build`),
+        with the versions the pointer names. A pointer recording none (an older Samsa's, or a fresh one) gets
+        them: its sealed version is taken as built with them. Versions recorded as built with other settings
+        are refused (`StoreError`): they are dropped before the store is opened (`drop_versions`)."""
+        self._check_open()
+        settings = dict(build)
+        pointer = self._pointer
+        if pointer.build == settings:
+            return
+        holds = pointer.sealed is not None or pointer.building is not None
+        if holds and pointer.build is not None and not _same_build(pointer.build, settings):
+            raise StoreError(
+                f"store {self.name!r}: its version pointer {self.root / POINTER_FILE} names versions built "
+                "with other settings than the current ones; drop them before the store is opened "
+                f"(samsa.adjunct.versioned.drop_versions), or delete {self.root} to rebuild the dataset "
+                "from its stream"
+            )
+        self._pointer = replace(pointer, build=settings)
         _save_pointer(self.root, self._pointer)
 
     @property
@@ -165,7 +225,7 @@ class VersionedStore:
         # The pointer must never name a dir whose entry a power loss could still take away.
         fsync_dir(building.path)
         fsync_dir(self.root)
-        sealed = _Pointer(sealed=building.number, next_start=next_offset, next_mark=mark)
+        sealed = _Pointer(sealed=building.number, next_start=next_offset, next_mark=mark, build=pointer.build)
         _save_pointer(self.root, sealed)  # the switch point: a restart now serves the new version
         self._pointer = sealed
         self._building = None
@@ -508,6 +568,8 @@ def _save_pointer(root: Path, pointer: _Pointer) -> None:
         "building-version": pointer.building,
         "building-start": pointer.building_start,
         "next-build-start-mark": None if pointer.next_mark is None else pointer.next_mark.to_json(),
+        # An added field, not a new schema version: an older Samsa still reads the pointer (as before).
+        "build-settings": pointer.build,
     }
     write_checked_json(root / POINTER_FILE, payload)
 
@@ -527,13 +589,21 @@ def _parse_pointer(document: dict[str, Any], path: Path, root: Path) -> _Pointer
         return None
     # Absent from an older Samsa's pointer, or unreadable: nothing to check at the restart.
     sealed, next_start, building, building_start = fields
+    build = document.get("build-settings")  # absent from the pointer of an older Samsa
     return _Pointer(
         sealed,
         next_start,
         building,
         building_start,
         RecordMark.from_json(document.get("next-build-start-mark")),
+        build if isinstance(build, dict) else None,
     )
+
+
+def _same_build(recorded: Mapping[str, object], current: Mapping[str, object]) -> bool:
+    """Whether two recorded settings are the same, a key absent from one taken as unset (as
+    `samsa.adjunct.build.build_change` does)."""
+    return all(recorded.get(key) == current.get(key) for key in set(recorded) | set(current))
 
 
 def _version_dirs(root: Path) -> list[tuple[int, Path]]:

@@ -29,6 +29,7 @@ from samsa.adjunct.manager import (
 )
 from samsa.adjunct.offsets import StoredOffsets, read_offsets, touch_offsets, write_offsets
 from samsa.adjunct.recovery import AdjunctStart, adjunct_start
+from samsa.adjunct.versioned import POINTER_FILE, built_with, drop_versions
 from samsa.adjunct.writer import AdjunctWriter
 from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.exceptions import CheckpointFencedError
@@ -337,6 +338,7 @@ class Container:
                             f"stores.{store}.adstore.versioned: a bounded dataset is read from one "
                             f"partition, and task {tm.name} reads {len(ssps)} of it into store {store!r}"
                         )
+                    self._check_versions_build(tm.name, store, ssps)
                     continue  # a bounded dataset resumes where its unsealed version started
                 store_dir = self._state.storage.contexts[tm.name].store_dirs[store]
                 persistent = self._state.specs[store].factory == ROCKSDB
@@ -366,6 +368,45 @@ class Container:
                     if wipe is None and stored is not None and ssp in stored.marks:
                         self._adjunct_marks[ssp] = stored.marks[ssp]  # kept until a record is read
         return starts
+
+    def _check_versions_build(self, task: str, store: str, ssps: list[SystemStreamPartition]) -> None:
+        """Drops the versions of a bounded dataset's store (sealed or being built) built with other settings
+        than the current ones (`build_change`): as a non-versioned store is wiped, since their rows are
+        another extractor's or serde's. Its stream is then read again from the oldest offset, as at a first
+        start, and readers see no version until the first one built with the current settings is sealed."""
+        assert self._state is not None
+        root = self._state.storage.contexts[task].store_dirs[store]
+        built = built_with(root) if root.is_dir() else None
+        if built is None:
+            return
+        build = self._adjunct_build(store, ssps)
+        change = build_change(
+            built.build, build, f"{store} of {task}", f"version pointer {root / POINTER_FILE}"
+        )
+        if change is None:
+            return
+        dropped = " and ".join(
+            what
+            for what, there in (
+                (f"version {built.sealed}", built.sealed is not None),
+                ("the build in progress", built.building is not None),
+            )
+            if there
+        )
+        waits = all(self.job.stream(ssp.system_stream).bootstrap for ssp in ssps)
+        log.warning(
+            "adjunct store %s of %s: %s: its versions were built with other settings: %s dropped; reading "
+            "the dataset again from the oldest offset of %s, %s",
+            store,
+            task,
+            change,
+            dropped,
+            ", ".join(map(str, ssps)),
+            "processing waits for it (samza.bootstrap)"
+            if waits
+            else "the store serving no version until its first one is sealed (stream not samza.bootstrap)",
+        )
+        drop_versions(root, build)
 
     def _adjunct_start(
         self,
@@ -457,6 +498,9 @@ class Container:
             self._bootstrap_progress.append(progress)
         engine = ti.storage.context.engines.get(store)
         bounded = engine if isinstance(engine, BoundedDatasetEngine) else None
+        if bounded is not None:
+            # Its versions were checked against these settings before it was opened (or dropped).
+            bounded.versions.record_build(self._adjunct_build(store, ssps))
         if spec.factory == ROCKSDB and bounded is None:
             store_dir = ti.storage.context.store_dirs[store]
             if isinstance(engine, RocksDbStore):

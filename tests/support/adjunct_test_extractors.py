@@ -41,3 +41,10 @@ class NameOrRecordExtractor:
     def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
         value = envelope.value
         yield envelope.key, value if value["name"] == "odd" else value["name"]
+
+
+class UpperNameRecordExtractor:
+    """Stores each customer record as `{"name": <its name upper-cased>}`, under the message's key."""
+
+    def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
+        yield envelope.key, {"name": envelope.value["name"].upper()}
