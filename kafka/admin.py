@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
@@ -15,7 +16,8 @@ from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from samsa.kafka.config import LIBRDKAFKA_LOG, rejected_setting
+from samsa.kafka.client_log import PUMP, PUMP_EVERY_S, ClientLog
+from samsa.kafka.config import rejected_setting
 from samsa.kafka.exceptions import KafkaSystemError, TopicMismatchError, TopicNotFoundError
 from samsa.kafka.inmemory import InMemoryAdminClient, is_inmemory
 
@@ -38,14 +40,18 @@ class KafkaAdmin:
     def __init__(self, config: Mapping[str, Any], timeout: float = 30) -> None:
         self._bootstrap = str(config.get("bootstrap.servers", "?"))
         self._timeout = timeout
+        self._log = ClientLog(f"Kafka admin ({self._bootstrap})")
+        self._serving = threading.Lock()  # held by the pump while it polls the client, and by close
         conf = dict(config)
-        conf.setdefault("logger", LIBRDKAFKA_LOG)
+        conf.setdefault("logger", self._log)
         try:
             if is_inmemory(conf.get("bootstrap.servers")):
                 # The in-memory client implements the part of AdminClient's API called here.
                 self._admin = cast(AdminClient, InMemoryAdminClient(conf))
             else:
                 self._admin = AdminClient(conf)
+                # Polled only after a metadata call: the pump delivers its log lines meanwhile.
+                PUMP.add(self)
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
 
@@ -56,11 +62,14 @@ class KafkaAdmin:
     def metadata(self, timeout: float | None = None) -> ClusterMetadata:
         """The cluster's metadata (all topics; never asks the broker to auto-create one)."""
         try:
-            return self._admin.list_topics(timeout=self._timeout if timeout is None else timeout)
+            found = self._admin.list_topics(timeout=self._timeout if timeout is None else timeout)
         except KafkaException as e:
             raise KafkaSystemError(f"Cannot read cluster metadata from {self._bootstrap}: {e.args[0]}") from e
         finally:
-            self._admin.poll(0)  # forwards librdkafka's queued log lines to LIBRDKAFKA_LOG
+            self._admin.poll(0)  # serves librdkafka's queued log lines (ClientLog: repeats coalesced)
+            self._log.served()
+        self._log.reachable()
+        return found
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int | None]:
         """Partition count per topic; None for a topic that does not exist."""
@@ -195,9 +204,30 @@ class KafkaAdmin:
                     f"Cannot delete topic {name!r} on {self._bootstrap}: {e.args[0]}"
                 ) from e
 
+    def serve_logs(self) -> None:
+        """Deliver the log lines librdkafka queued since the client was last polled."""
+        if time.time() - self._log.served_at >= PUMP_EVERY_S / 2 and self._serving.acquire(blocking=False):
+            try:
+                if self._admin is not None:
+                    self._admin.poll(0)
+                    self._log.served()
+            finally:
+                self._serving.release()
+        self._log.tick()
+
     def close(self) -> None:
         """Release the client (librdkafka frees it when the last reference goes)."""
-        self._admin = None  # type: ignore[assignment]
+        with self._serving:
+            admin, self._admin = self._admin, None  # type: ignore[assignment]
+        PUMP.remove(self)
+        if admin is None:
+            return
+        # What is still queued (the pump serves every PUMP_EVERY_S) is summed up in a line, not logged as new.
+        self._log.closing()
+        try:
+            admin.poll(0)
+        finally:
+            self._log.closed()
 
     def __enter__(self) -> KafkaAdmin:
         return self

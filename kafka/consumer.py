@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as _CTopicPartition
 
-from samsa.kafka.config import CONSUMER_DEFAULTS, LIBRDKAFKA_LOG, rejected_setting, with_defaults
+from samsa.kafka.client_log import PUMP, ClientLog
+from samsa.kafka.config import CONSUMER_DEFAULTS, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError
 from samsa.kafka.inmemory import InMemoryConsumer, is_inmemory
 from samsa.kafka.message import OFFSET_END, RawMessage, TopicPartition
@@ -31,10 +33,17 @@ class KafkaConsumer:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         conf = with_defaults(config, CONSUMER_DEFAULTS)
-        conf.setdefault("error_cb", self._on_client_error)
-        conf.setdefault("logger", LIBRDKAFKA_LOG)
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
+        self._log = ClientLog(f"Kafka consumer ({self._bootstrap})")
+        conf.setdefault("error_cb", self._on_client_error)
+        conf.setdefault("logger", self._log)
         self._fatal: KafkaSystemError | None = None
+        # Held by the pump while it polls the unassigned client and by whatever (un)assigns or closes it.
+        self._serving = threading.Lock()
+        self._assigned = False
+        # The owner polled since the pump's last round (or just made it): the pump leaves it alone.
+        self._polled = True
+        self._stash: list[Message] = []  # what a pump's poll returned (nothing, while unassigned)
         try:
             if is_inmemory(conf.get("bootstrap.servers")):
                 # The in-memory client implements the part of Consumer's API called here.
@@ -46,12 +55,18 @@ class KafkaConsumer:
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
         self._closed = False
+        if self._known_topics is not None:
+            # Watermark-only consumers are never polled: without the pump, librdkafka would keep their log
+            # lines and errors (a broker outage: thousands) until close, and deliver them all then.
+            PUMP.add(self)
 
     # -- assignment -------------------------------------------------------------------------------------
     def assign(self, positions: Mapping[TopicPartition, int]) -> None:
         """Replace the assignment: read each partition from its offset (or OFFSET_BEGINNING / OFFSET_END)."""
         self._learn_leaders({t for (t, _), offset in positions.items() if offset < 0})
-        self._consumer.assign([_CTopicPartition(t, p, offset) for (t, p), offset in positions.items()])
+        with self._serving:
+            self._assigned = bool(positions)
+            self._consumer.assign([_CTopicPartition(t, p, offset) for (t, p), offset in positions.items()])
 
     def _learn_leaders(self, topics: set[str]) -> None:
         # librdkafka resolves a logical offset (beginning, end) by asking the partition's leader; assigned
@@ -65,11 +80,13 @@ class KafkaConsumer:
             except KafkaException as e:
                 log.debug("metadata of %s before assigning it: %s", topic, e)
                 continue
+            self._reached()
             self._known_topics.add(topic)
 
     def unassign(self) -> None:
         """Stop reading every partition."""
         self._consumer.unassign()
+        self._assigned = False
 
     def assignment(self) -> list[TopicPartition]:
         """The partitions currently assigned."""
@@ -102,7 +119,10 @@ class KafkaConsumer:
         """
         if self._fatal is not None:
             raise self._fatal
+        if self._stash:
+            return self._unstashed()
         consumer = self._consumer
+        self._polled = True
         # consume(n, t) would wait for all n or the full timeout; take what is queued without waiting.
         msgs = consumer.consume(max_messages, 0)
         if not msgs:
@@ -117,7 +137,12 @@ class KafkaConsumer:
         for m in msgs:
             if m.error() is not None:
                 return self._checked(self._without_errors(msgs))
+        self._log.reachable()
         return cast("list[RawMessage]", msgs)
+
+    def _unstashed(self) -> list[RawMessage]:
+        msgs, self._stash = self._stash, []
+        return self._checked(self._without_errors(msgs))
 
     def _checked(self, msgs: list[RawMessage]) -> list[RawMessage]:
         if self._fatal is not None:
@@ -139,8 +164,11 @@ class KafkaConsumer:
                     "Check that the topic exists, the offset is valid and the client may read it."
                 )
             else:
-                log.warning(
-                    "Kafka consumer (%s): transient error %s: %s", self._bootstrap, err.name(), err.str()
+                self._log.record(
+                    log,
+                    logging.WARNING,
+                    f"Kafka consumer ({self._bootstrap}): transient error {err.name()}: {err.str()}",
+                    err.str(),
                 )
         return kept
 
@@ -151,7 +179,36 @@ class KafkaConsumer:
                 "Recreate the consumer."
             )
         else:
-            log.warning("Kafka consumer (%s): %s: %s", self._bootstrap, err.name(), err.str())
+            message = f"Kafka consumer ({self._bootstrap}): {err.name()}: {err.str()}"
+            self._log.record(log, logging.WARNING, message, err.str())
+
+    def serve_logs(self) -> None:
+        """Deliver the log lines and errors librdkafka queued while the owner neither polls nor assigns."""
+        if self._polled:
+            self._polled = False
+            self._log.served()
+        else:
+            self._serve_unassigned()
+        self._log.tick()
+
+    def _serve_unassigned(self) -> None:
+        # Not acquired: being assigned or closed right now; the pump's next round serves it.
+        if self._assigned or not self._serving.acquire(blocking=False):
+            return
+        try:
+            if not self._closed and not self._assigned:
+                msg = self._consumer.poll(0)
+                self._log.served()
+                if msg is not None:  # an unassigned consumer has no messages; consume() gets it
+                    self._stash.append(msg)
+        finally:
+            self._serving.release()
+
+    def _reached(self) -> None:
+        if self._log.in_outage:
+            # What librdkafka queued before this call succeeded belongs to the outage it ends.
+            self._serve_unassigned()
+            self._log.reachable()
 
     # -- offsets ----------------------------------------------------------------------------------------
     def position(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -179,6 +236,8 @@ class KafkaConsumer:
                 f"Timed out after {timeout}s reading watermarks of topic {tp[0]!r} partition {tp[1]} "
                 f"({self._bootstrap}); is the broker reachable?"
             )
+        if not cached:
+            self._reached()
         return result[0], result[1]
 
     def offsets_for_times(
@@ -192,6 +251,7 @@ class KafkaConsumer:
             raise KafkaSystemError(
                 f"Cannot look up offsets for timestamp {timestamp_ms} ({self._bootstrap}): {e.args[0]}"
             ) from e
+        self._reached()
         result: dict[TopicPartition, int] = {}
         for ctp in found:
             tp = (ctp.topic, ctp.partition)
@@ -208,8 +268,17 @@ class KafkaConsumer:
     def close(self) -> None:
         """Leave and release the client; safe to call twice."""
         if not self._closed:
-            self._closed = True
-            self._consumer.close()
+            with self._serving:
+                self._closed = True
+            PUMP.remove(self)
+            if self._polled:
+                self._log.served()
+            # What close delivers was queued while no one polled: summed up in a line, not logged as new.
+            self._log.closing()
+            try:
+                self._consumer.close()
+            finally:
+                self._log.closed()
 
     def __enter__(self) -> KafkaConsumer:
         return self

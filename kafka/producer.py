@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from samsa.kafka.client_log import PUMP, ClientLog
 from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
 from samsa.kafka.inmemory import InMemoryProducer, is_inmemory
@@ -39,9 +41,10 @@ class KafkaProducer:
             conf.setdefault("enable.sparse.connections", False)
         self._user_on_delivery: DeliveryCallback | None = conf.pop("on_delivery", None)
         conf["on_delivery"] = self._on_delivery
-        conf.setdefault("error_cb", self._on_client_error)
-        conf.setdefault("logger", LIBRDKAFKA_LOG)
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
+        self._log = ClientLog(f"Kafka producer ({self._bootstrap})")
+        conf.setdefault("error_cb", self._on_client_error)
+        conf.setdefault("logger", self._log)
         self._transactional = bool(conf.get("transactional.id"))
         self._failure: KafkaSystemError | None = None
         self._fatal = False  # the client hit a fatal error (e.g. fenced): only closing it is left
@@ -53,6 +56,9 @@ class KafkaProducer:
                 self._producer = cast(Producer, InMemoryProducer(conf))
             else:
                 self._producer = Producer(conf)
+                # Not polled by the pump (delivery callbacks stay on the caller's thread); its flushes and
+                # sends serve the queue. The pump only reports repeats that are due.
+                PUMP.add(self)
         except (KafkaException, ValueError, TypeError) as e:
             raise rejected_setting(e) from e
         self._produce = self._producer.produce
@@ -141,12 +147,18 @@ class KafkaProducer:
                 "Messages may be lost or duplicated past this point; restart the task from its checkpoint."
             )
         else:
-            LIBRDKAFKA_LOG.warning("Kafka producer (%s): %s: %s", self._bootstrap, err.name(), err.str())
+            message = f"Kafka producer ({self._bootstrap}): {err.name()}: {err.str()}"
+            self._log.record(LIBRDKAFKA_LOG, logging.WARNING, message, err.str())
+
+    def serve_logs(self) -> None:
+        """Report the repeated log lines that are due (the pump's call; it does not poll a producer)."""
+        self._log.tick()
 
     # -- draining -------------------------------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:
         """Serve delivery reports; raises a recorded delivery failure. Returns the number of events served."""
         served = self._producer.poll(timeout)
+        self._log.served()
         if self._failure is not None:
             raise self._failure
         return served
@@ -155,6 +167,7 @@ class KafkaProducer:
         """Wait until every queued message is delivered; raises on any failure or if some remain."""
         try:
             remaining = self._producer.flush(timeout)
+            self._log.served()
         except KafkaException as e:  # a fatal error (e.g. fenced) is raised, not reported
             err = e.args[0]
             self._fatal = self._fatal or (isinstance(err, KafkaError) and err.fatal())
@@ -179,10 +192,16 @@ class KafkaProducer:
         if self._closed:
             return
         self._closed = True
+        PUMP.remove(self)
         try:
             self.flush(timeout)
         finally:
-            self._release()
+            # What close delivers was queued since the flush: summed up in a line, not logged as new.
+            self._log.closing()
+            try:
+                self._release()
+            finally:
+                self._log.closed()
 
     def _release(self) -> None:
         if not self._fatal:
