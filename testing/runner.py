@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -26,6 +27,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -33,8 +35,10 @@ from typing import Any
 
 from samsa.exactly_once.changelog import ChangelogReader
 from samsa.exactly_once.protocol import RestoreCommand, classify_message
-from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer, KafkaProducer, RawMessage
+from samsa.kafka import KafkaAdmin, RawMessage
 from samsa.kafka.inmemory import auto_create_topics, broker, forget, use_clock
+from samsa.kafka.inmemory.message import InMemoryMessage, Record, as_message
+from samsa.kafka.inmemory.registry import now_ms
 from samsa.kafka.message import Headers
 from samsa.kafka.partitioner import partition_for
 from samsa.runtime.classpath import register_object
@@ -47,8 +51,8 @@ from samsa.runtime.job_model import JobModel
 from samsa.runtime.run_loop import RunLoop
 from samsa.runtime.state import changelog_partition, changelogs
 from samsa.runtime.task_instance import TaskInstance
-from samsa.serde.base import Serde
-from samsa.serde.builtin import BytesSerde
+from samsa.serde.base import Serde, fast_from_bytes, fast_to_bytes
+from samsa.serde.builtin import BytesSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backends import CHANGELOG, store_backends
 from samsa.stores.exceptions import StoreConfigError
@@ -61,7 +65,11 @@ log = logging.getLogger(__name__)
 SYSTEM = "kafka"
 # Serde of streams and stores the test's config leaves unset: JSON takes str, int, float, list and dict.
 DEFAULT_SERDE = "json"
-_READ_BATCH = 10_000  # records per consume when reading results back
+_READ_BATCH = 10_000  # records per read when reading results back
+#: Serdes whose bytes depend on the object alone (no state, no randomness): a feed may reuse their output.
+_PURE_SERDES = (BytesSerde, StringSerde, JsonSerde, IntegerSerde, LongSerde)
+#: A record as the feed appends it: key, value, timestamp (ms), headers.
+_Fed = tuple[bytes | None, bytes | None, int, Headers | None]
 
 
 def _release(containers: dict[str, Container], state_dir: Path, own_dir: bool) -> None:
@@ -647,7 +655,11 @@ class TestRunner:
         config["blobstore.local.dir"] = str(self._state_dir / "blobstore")
         if "task.inputs" not in config:
             # An adjunct store's stream is read into its store, never by process(): not a task input.
-            adjunct = {v.split(".", 1)[-1] for k, v in config.items() if k.endswith(".adstore.input")}
+            adjunct = {
+                v.strip().split(".", 1)[-1]
+                for k, v in config.items()
+                if k.endswith(".adstore.input") and _is_set(v)
+            }
             streams = [i.stream for i in self._inputs if i.stream not in adjunct]
             if streams:
                 config["task.inputs"] = ",".join(f"{default}.{s}" for s in dict.fromkeys(streams))
@@ -673,7 +685,7 @@ class TestRunner:
                     config[key] = "oldest"
         for store in self._stores:
             prefix = f"stores.{store}."
-            if prefix + "adstore.input" in config:
+            if _is_set(config.get(prefix + "adstore.input")):
                 continue  # filled from its stream; no changelog
             config.setdefault(prefix + "factory", "inmemory")
             config.setdefault(prefix + "key.serde", DEFAULT_SERDE)
@@ -717,30 +729,44 @@ class TestRunner:
             return
         self._check_consumed(job)
         self._ensure_topics({feed.stream: feed.partitions for _, feed in pending})
-        # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice.
-        records: list[tuple[str, bytes | None, bytes | None, int, Headers | None, int | None]] = []
+        # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice. A
+        # record without a timestamp gets the clock's time of the feed (time stands still during it, so
+        # every such record of a producer sending them one by one would get that same time).
+        now = now_ms(self._bootstrap)
+        batches: dict[tuple[str, int], list[_Fed]] = {}
         for index, feed in pending:
             key_serde, msg_serde = (
                 (BytesSerde(), BytesSerde()) if feed.raw else self._stream_serdes(job, feed.stream)
             )
+            # The serdes' C-level paths when they have them; a failure is explained by the serde's own.
+            key_bytes, value_bytes = fast_to_bytes(key_serde), fast_to_bytes(msg_serde)
             placed: dict[bytes, int] = {}  # test inputs repeat their keys: hash each once
+            # Built-in serdes are pure functions: a bare string item repeated (a test's words, ids) is
+            # serialized and placed once, its record made from the first one's bytes after that.
+            pure = type(key_serde) in _PURE_SERDES and type(msg_serde) in _PURE_SERDES
+            done: dict[str, tuple[bytes | None, bytes | None, list[_Fed]]] = {}
             for n, (item, given) in enumerate(feed.items):
-                if isinstance(item, (Message, tuple)):
+                if pure and type(item) is str and given is None:
+                    hit = done.get(item)
+                    if hit is not None:
+                        hit[2].append((hit[0], hit[1], now, None))
+                        continue
+                headers: Headers | None = None
+                timestamp = None
+                if isinstance(item, tuple):  # (key, value)
+                    (key_obj, value_obj), partition = item, given
+                elif isinstance(item, Message):
                     m = self._message(item, given)
                     key_obj, value_obj, partition = m.key, m.value, m.partition
                     headers, timestamp = list(m.headers) or None, m.timestamp
                 else:  # a bare value is its own key, in a canonical form: equal items, equal key bytes
-                    key_obj, value_obj, partition, headers, timestamp = (
-                        _canonical(item),
-                        item,
-                        given,
-                        None,
-                        None,
-                    )
+                    key_obj = _canonical(item) if isinstance(item, (dict, list)) else item
+                    value_obj, partition = item, given
                 try:
-                    key = None if key_obj is None else key_serde.to_bytes(key_obj)
-                    value = None if value_obj is None else msg_serde.to_bytes(value_obj)
-                except Exception as e:
+                    key = None if key_obj is None else key_bytes(key_obj)
+                    value = None if value_obj is None else value_bytes(value_obj)
+                except Exception as fast_error:
+                    e = _serde_error(key_serde, key_obj) or _serde_error(msg_serde, value_obj) or fast_error
                     self._inputs[index] = _Input(feed.stream, feed.partitions, [])  # dropped: nothing sent
                     fix = (
                         "add_input(..., raw=True) sends keys and values of bytes (or None) as they are"
@@ -759,18 +785,16 @@ class TestRunner:
                         partition = placed.get(key)
                         if partition is None:
                             partition = placed[key] = partition_for(key, feed.partitions)
-                records.append((feed.stream, value, key, partition, headers, timestamp))
-        producer = KafkaProducer({"bootstrap.servers": self._bootstrap})
-        try:
-            send = producer.send
-            for stream, raw_value, raw_key, part, extra_headers, ts in records:
-                if extra_headers is None and ts is None:
-                    send(stream, raw_value, key=raw_key, partition=part)
-                else:
-                    send(stream, raw_value, key=raw_key, partition=part, headers=extra_headers, timestamp=ts)
-            producer.flush()
-        finally:
-            producer.close()
+                batch = batches.get((feed.stream, partition))
+                if batch is None:
+                    batch = batches[feed.stream, partition] = []
+                batch.append((key, value, timestamp or now, headers))
+                if pure and type(item) is str and given is None:
+                    done[item] = (key, value, batch)
+        # Each partition's records in one append, in the order given, as a producer's batch goes.
+        log = broker(self._bootstrap)
+        for (stream, partition), batch in batches.items():
+            log.append_batch(stream, partition, batch)
         self._fed.update(index for index, _ in pending)
 
     @staticmethod
@@ -849,30 +873,15 @@ class TestRunner:
         # A dead-letter stream holds the records that did not deserialize, as they came: bytes.
         raw = raw or stream in self._dead_letter_streams(job)
         key_serde, msg_serde = (BytesSerde(), BytesSerde()) if raw else self._stream_serdes(job, stream)
-        key_of, value_of = key_serde.from_bytes, msg_serde.from_bytes
-
-        def message(m: RawMessage) -> Message:
-            key, value = m.key(), m.value()
-            try:
-                value_obj = None if value is None else value_of(value)
-                key_obj = None if key is None else key_of(key)
-            except Exception as e:
-                raise TestRunnerError(
-                    f"stream {stream!r} partition {m.partition()} offset {m.offset()}: the record does not "
-                    f"deserialize with the stream's serdes: {e}; check systems.<system>.streams.{stream}."
-                    f"samza.key.serde / msg.serde, or read its bytes with result.messages({stream!r}, "
-                    "raw=True)"
-                ) from e
-            return Message(
-                value_obj, key_obj, m.partition(), tuple(m.headers() or ()), m.timestamp()[1], m.offset()
-            )
-
-        records = self._read_raw(stream, partition, count)
+        records: Iterable[Record] = self._read_records(stream, partition, count)
         if job.exactly_once and not raw:
-            records = self._read_by_samsa(stream, count, records)
-        return [message(m) for m in records]
+            records = self._read_by_samsa(stream, count, map(as_message, records))
+        with _collector_paused():
+            return _messages(stream, records, key_serde, msg_serde)
 
-    def _read_by_samsa(self, stream: str, count: int, records: Iterable[RawMessage]) -> Iterator[RawMessage]:
+    def _read_by_samsa(
+        self, stream: str, count: int, records: Iterable[InMemoryMessage]
+    ) -> Iterator[InMemoryMessage]:
         """The records of an exactly-once job's stream that a Samsa reader takes: neither its checkpoint
         markers and restore commands, nor the records of versions a restore command voided (docs/
         exactly-once.md: replayed after a crash, in a new generation)."""
@@ -884,7 +893,8 @@ class TestRunner:
             [m for m in self._read_raw(stream, None, count) if type(classify_message(m)) is RestoreCommand]
         )
         for m in records:
-            yield from reader.select([m])[0]
+            if reader.select([m])[0]:  # [m] (kept) or [] (a control record, a voided version)
+                yield m
 
     def _dead_letter_streams(self, job: JobConfig) -> set[str]:
         """The streams the job sends the input records that do not deserialize to."""
@@ -981,7 +991,7 @@ class TestRunner:
         latest: dict[int, dict[bytes, bytes | None]] = {}
         readers: dict[int, ChangelogReader] = {}
         for m in self._read_raw(topic, None, self._stream_partitions(topic)):
-            applied = [m]
+            applied: list[RawMessage] = [m]
             if job.exactly_once:  # commit and abort records, and the writes a restart voided, are no entries
                 applied, _ = readers.setdefault(m.partition(), ChangelogReader()).select([m])
             for kept in applied:
@@ -996,24 +1006,105 @@ class TestRunner:
             for p, entries in sorted(latest.items())
         }
 
-    def _read_raw(self, topic: str, partition: int | None, count: int) -> Iterator[RawMessage]:
-        """Every committed record of the topic (or one partition), in partition then offset order; a batch
-        at a time, so a large output is never held twice (raw and converted)."""
+    def _read_raw(self, topic: str, partition: int | None, count: int) -> Iterator[InMemoryMessage]:
+        """Every committed record of the topic (or one partition) as a message, as `_read_records`."""
+        return map(as_message, self._read_records(topic, partition, count))
+
+    def _read_records(self, topic: str, partition: int | None, count: int) -> Iterator[Record]:
+        """Every committed record of the topic (or one partition), in partition then offset order, as a
+        read_committed consumer reads them; a batch at a time, so a large output is never held twice (raw
+        and converted)."""
         partitions = range(count) if partition is None else [partition]
         log = broker(self._bootstrap)
-        with KafkaConsumer({"bootstrap.servers": self._bootstrap}) as consumer:
-            for p in partitions:
-                # A read_committed consumer stops at the last stable offset (the first record of a transaction
-                # still open: a failed, timed-out or crashed exactly-once job's): read to it, never past.
-                low, _, stable = log.watermarks(topic, p)
-                if stable <= low:
-                    continue
-                consumer.assign({(topic, p): OFFSET_BEGINNING})
+        for p in partitions:
+            # A read_committed consumer stops at the last stable offset (the first record of a transaction
+            # still open: a failed, timed-out or crashed exactly-once job's): read to it, never past.
+            offset, _, stable = log.watermarks(topic, p)
+            while offset < stable:
                 # Transaction markers and aborted records take offsets but are never delivered: read to the
-                # position, not a count (without waiting: a fetch of only those moves the position too).
-                while consumer.position([(topic, p)]).get((topic, p), -1) < stable:
-                    yield from consumer.consume(_READ_BATCH, 0)
-                consumer.unassign()
+                # position after them, not a count.
+                records, after = log.records(topic, p, offset, min(_READ_BATCH, stable - offset), True)
+                if after <= offset:
+                    break  # nothing readable there any more (the topic was recreated meanwhile)
+                offset = after
+                yield from records
+
+
+def _is_set(value: object) -> bool:
+    """Whether a config value sets its key: blank means unset, as everywhere in Samsa's config."""
+    return value is not None and bool(str(value).strip())
+
+
+def _serde_error(serde: Serde[Any], obj: Any) -> Exception | None:
+    """The serde's own error serializing `obj` (after its fast path failed), or None if it takes it."""
+    if obj is None:
+        return None
+    try:
+        serde.to_bytes(obj)
+    except Exception as e:
+        return e
+    return None
+
+
+def _messages(
+    stream: str, records: Iterable[Record], key_serde: Serde[Any], msg_serde: Serde[Any]
+) -> list[Message]:
+    """The records as a test reads them: keys and values deserialized."""
+    key_of, value_of = fast_from_bytes(key_serde), fast_from_bytes(msg_serde)
+    out: list[Message] = []
+    new = object.__new__
+    # The records' fields straight from the broker's tuples (message.Record), no accessor calls.
+    for _, part, offset, key, value, (_, timestamp), headers, _, _ in records:
+        try:
+            value_obj = None if value is None else value_of(value)
+            key_obj = None if key is None else key_of(key)
+        except Exception as fast_error:
+            # The serde's own error, not its fast path's terse one.
+            e = _deserde_error(msg_serde, value) or _deserde_error(key_serde, key) or fast_error
+            raise TestRunnerError(
+                f"stream {stream!r} partition {part} offset {offset}: the record does not "
+                f"deserialize with the stream's serdes: {e}; check systems.<system>.streams.{stream}."
+                f"samza.key.serde / msg.serde, or read its bytes with result.messages({stream!r}, "
+                "raw=True)"
+            ) from e
+        # Message(...) without its frozen __init__ (one object.__setattr__ per field): a third of reading
+        # a large output back. The same fields, so the same Message (tests check it equals one built).
+        m = new(Message)
+        m.__dict__.update(
+            value=value_obj,
+            key=key_obj,
+            partition=part,
+            headers=headers or (),
+            timestamp=timestamp,
+            offset=offset,
+        )
+        out.append(m)
+    return out
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off meanwhile (as it was after): for making many objects that all live
+    on, where each of its full passes, triggered by their number, would walk the whole heap for nothing."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _deserde_error(serde: Serde[Any], data: bytes | None) -> Exception | None:
+    """The serde's own error deserializing `data` (after its fast path failed), or None if it takes it."""
+    if data is None:
+        return None
+    try:
+        serde.from_bytes(data)
+    except Exception as e:
+        return e
+    return None
 
 
 def _canonical(item: Any) -> Any:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from samsa.kafka.inmemory.message import InMemoryMessage
+from samsa.kafka.inmemory.message import InMemoryMessage, Record
 from samsa.kafka.message import Headers
 
 #: The effective config of a topic that sets nothing: the broker defaults Samsa's checks read.
@@ -101,11 +101,28 @@ class Log(Protocol):
         producer's transaction (opened on its first record). Raises the KafkaException librdkafka would."""
         ...
 
+    def append_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+    ) -> int:
+        """Store (key, value, timestamp ms, headers) records outside any transaction, in order, as one
+        produce request's batch, and return the first one's offset; one too large stores none."""
+        ...
+
     def read(
         self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
     ) -> tuple[list[InMemoryMessage], int]:
         """Records from `offset` (data only; read_committed: only committed or non-transactional ones, up
         to the last stable offset) and the position after them (past skipped markers and aborted records)."""
+        ...
+
+    def records(
+        self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
+    ) -> tuple[Sequence[Record], int]:
+        """As `read`, the records as the broker keeps them (`Record`: a message's fields, no message made);
+        the caller must not change the sequence."""
         ...
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int, int]:

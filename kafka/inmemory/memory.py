@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from samsa.kafka.inmemory.log import (
@@ -14,15 +14,21 @@ from samsa.kafka.inmemory.log import (
     unknown_partition,
     unknown_topic,
 )
-from samsa.kafka.inmemory.message import ABORT_MARKER, COMMIT_MARKER, DATA, InMemoryMessage, Transaction
-from samsa.kafka.message import Headers
+from samsa.kafka.inmemory.message import (
+    ABORT_MARKER,
+    COMMIT_MARKER,
+    DATA,
+    InMemoryMessage,
+    Record,
+    Transaction,
+    as_message,
+    record,
+)
+from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers
 
-#: A stored record: (key, value, timestamp ms, headers as a tuple or None, kind, transaction or None); its
-#: offset is its index. A tuple of bytes, ints and None, which the garbage collector stops tracking after
-#: its first pass: a test's hundreds of thousands of records then cost the collector's full passes nothing
-#: (as objects they were a quarter of a TestRunner's run). Reads make the messages.
-StoredHeaders = tuple[tuple[str, bytes | None], ...]
-Record = tuple[bytes | None, bytes | None, int, StoredHeaders | None, int, Transaction | None]
+# A record is kept as a plain tuple (message.Record; its offset is its index), which the garbage collector
+# stops tracking after its first pass: as objects, a test's hundreds of thousands of records made the
+# collector's full passes a quarter of a TestRunner's run. Reads copy them into messages.
 
 
 @dataclass
@@ -61,6 +67,7 @@ class MemoryLog:
         self._lock = threading.Lock()
         self._appended = threading.Condition(self._lock)
         self._waiting = 0  # consumers blocked in wait(): an append wakes them only when there are some
+        self._stamp = (TIMESTAMP_CREATE_TIME, 0)  # the last appended record's timestamp
 
     # -- topics ---------------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> bool:
@@ -119,17 +126,56 @@ class MemoryLog:
             p = parts[partition]
             if t.max_bytes is not None:
                 check_size(topic, t.max_bytes, key, value, headers)
-            offset = len(p.log)
+            log = p.log
+            offset = len(log)
             txn = None
             if producer is not None:
                 txn = self._transaction_of(*producer)
                 self._producers[producer[0]].touched.add((topic, partition))
                 p.open.setdefault(txn, offset)
                 p.transactional = True
-            p.log.append((key, value, timestamp_ms, None if headers is None else tuple(headers), DATA, txn))
+            stamp = self._stamp
+            if stamp[1] != timestamp_ms:  # records sent in one tick share their timestamp pair
+                stamp = self._stamp = (TIMESTAMP_CREATE_TIME, timestamp_ms)
+            stored = None if headers is None else tuple([(k, v) for k, v in headers])
+            log.append((topic, partition, offset, key, value, stamp, stored, DATA, txn))
             if self._waiting:
                 self._appended.notify_all()
             return offset
+
+    def append_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+    ) -> int:
+        with self._lock:
+            t, p = self._topic_partition(topic, partition)
+            if t.max_bytes is not None:
+                for key, value, _, headers in records:  # all or none, as a produce request's batch
+                    check_size(topic, t.max_bytes, key, value, headers)
+            first = len(p.log)
+            # A batch's records share a timestamp, or a few: one pair for each.
+            stamps = {ts: (TIMESTAMP_CREATE_TIME, ts) for ts in {r[2] for r in records}}
+            p.log.extend(
+                [
+                    (
+                        topic,
+                        partition,
+                        offset,
+                        key,
+                        value,
+                        stamps[ts],
+                        None if headers is None else tuple([(k, v) for k, v in headers]),
+                        DATA,
+                        None,
+                    )
+                    for offset, (key, value, ts, headers) in enumerate(records, first)
+                ]
+            )
+            if self._waiting:
+                self._appended.notify_all()
+            return first
 
     def _transaction_of(self, transactional_id: str, epoch: int) -> Transaction:
         state = self._producers.get(transactional_id)
@@ -142,6 +188,12 @@ class MemoryLog:
     def read(
         self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
     ) -> tuple[list[InMemoryMessage], int]:
+        records, stop = self.records(topic, partition, offset, max_messages, committed)
+        return list(map(as_message, records)), stop
+
+    def records(
+        self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
+    ) -> tuple[Sequence[Record], int]:
         p = self._partition(topic, partition)
         log = p.log
         # The length before the flag: an append sets the flag before it appends, so a flag still clear
@@ -153,12 +205,16 @@ class MemoryLog:
         stop = min(end, offset + max_messages)
         if stop <= offset:
             return [], offset
-        # Below the last stable offset every transaction has ended, so its state is final without the lock.
-        return [
-            InMemoryMessage(topic, partition, at, key, value, ts, None if headers is None else list(headers))
-            for at, (key, value, ts, headers, kind, txn) in enumerate(log[offset:stop], offset)
-            if kind == DATA and (not committed or txn is None or txn.state == Transaction.COMMITTED)
-        ], stop
+        records = log[offset:stop]
+        if p.transactional:
+            # Below the last stable offset every transaction has ended, so its state is final without the
+            # lock. (Without transactions here, every record below `end` is data of none.)
+            records = [
+                r
+                for r in records
+                if r[7] == DATA and (not committed or r[8] is None or r[8].state == Transaction.COMMITTED)
+            ]
+        return records, stop
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int, int]:
         with self._lock:
@@ -168,9 +224,7 @@ class MemoryLog:
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
         with self._lock:
             log = list(self._partition(topic, partition).log)
-        return next(
-            (at for at, (_, _, ts, _, kind, _) in enumerate(log) if kind == DATA and ts >= timestamp_ms), -1
-        )
+        return next((r[2] for r in log if r[7] == DATA and r[5][1] >= timestamp_ms), -1)
 
     def wait(self, timeout: float) -> None:
         with self._lock:
@@ -213,7 +267,7 @@ class MemoryLog:
                 continue  # deleted meanwhile
             p = t.partitions[partition]
             p.open.pop(txn, None)
-            p.log.append((None, None, 0, None, kind, txn))
+            p.log.append(record(topic, partition, len(p.log), None, None, 0, None, kind, txn))
         state.txn = None
         state.touched = set()
         self._appended.notify_all()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers, SimpleMessage
+from collections.abc import Callable
+from functools import partial
+from typing import cast
+
+from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers
 
 #: Record kinds: data, or a transaction's control marker (which takes an offset but is never delivered).
 DATA = 0
@@ -23,37 +27,97 @@ class Transaction:
         self.state = Transaction.OPEN
 
 
-class InMemoryMessage(SimpleMessage):
+#: A record's headers as the broker keeps them: a tuple, which reads cannot change.
+StoredHeaders = tuple[tuple[str, bytes | None], ...]
+#: A record's fields: (topic, partition, offset, key, value, (timestamp type, ms), headers, kind,
+#: transaction). The broker keeps each record as a plain tuple of them, which the garbage collector stops
+#: tracking after its first pass (a test's hundreds of thousands of records then cost its full passes
+#: nothing); a read copies it into an InMemoryMessage in C (`as_message`), without a Python call.
+Record = tuple[
+    str, int, int, bytes | None, bytes | None, tuple[int, int], StoredHeaders | None, int, Transaction | None
+]
+
+
+class InMemoryMessage(Record):
     """A record as a consumer reads it (or a delivery report): `kind` tells data from a transaction marker,
-    `txn` is the transaction it belongs to (None: none)."""
+    `txn` is the transaction it belongs to (None: none). Equal and hashed by identity, as
+    confluent_kafka.Message; as a tuple, its `Record`."""
 
-    __slots__ = ("kind", "txn")
+    __slots__ = ()
 
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp_ms: int,
-        headers: Headers | None = None,
-        kind: int = DATA,
-        txn: Transaction | None = None,
-    ) -> None:
-        # SimpleMessage's fields set here, not through super(): a read makes one of these per record.
-        self._topic = topic
-        self._partition = partition
-        self._offset = offset
-        self._key = key
-        self._value = value
-        self._timestamp = (TIMESTAMP_CREATE_TIME, timestamp_ms)
-        self._headers = headers
-        self.kind = kind
-        self.txn = txn
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def topic(self) -> str:
+        return self[0]
+
+    def partition(self) -> int:
+        return self[1]
+
+    def offset(self) -> int:
+        return self[2]
+
+    def key(self) -> bytes | None:
+        return self[3]
+
+    def value(self) -> bytes | None:
+        return self[4]
+
+    def timestamp(self) -> tuple[int, int]:
+        return self[5]
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        # A new list each call (librdkafka keeps one per message): a caller that changes it changes no record.
+        headers = self[6]
+        return None if headers is None else list(headers)
+
+    def error(self) -> object:
+        return None
+
+    @property
+    def kind(self) -> int:
+        return self[7]
+
+    @property
+    def txn(self) -> Transaction | None:
+        return self[8]
 
     def __len__(self) -> int:
-        return len(self._value or b"")
+        return len(self[4] or b"")
 
     def __repr__(self) -> str:
-        return f"InMemoryMessage({self._topic!r}, {self._partition}, {self._offset}, key={self._key!r})"
+        return f"InMemoryMessage({self[0]!r}, {self[1]}, {self[2]}, key={self[3]!r})"
+
+
+#: Record -> InMemoryMessage, in C (a read makes one per record).
+as_message = cast(Callable[[Record], InMemoryMessage], partial(tuple.__new__, InMemoryMessage))
+
+
+def record(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    timestamp_ms: int,
+    headers: Headers | None = None,
+    kind: int = DATA,
+    txn: Transaction | None = None,
+) -> Record:
+    """A record's fields as the broker keeps them (headers copied into tuples)."""
+    stored = None if headers is None else tuple([(k, v) for k, v in headers])
+    return (topic, partition, offset, key, value, (TIMESTAMP_CREATE_TIME, timestamp_ms), stored, kind, txn)
+
+
+def message(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    timestamp_ms: int,
+    headers: Headers | None = None,
+) -> InMemoryMessage:
+    """A data record as a message (a delivery report, a file-backed broker's read)."""
+    return as_message(record(topic, partition, offset, key, value, timestamp_ms, headers))

@@ -10,11 +10,14 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from samsa.kafka.inmemory.log import error, unknown_topic
-from samsa.kafka.inmemory.message import InMemoryMessage
-from samsa.kafka.inmemory.registry import auto_create_partitions, broker, now_ms
+from samsa.kafka.inmemory.message import InMemoryMessage, message
+from samsa.kafka.inmemory.registry import auto_create_partitions, broker, clock_of
 from samsa.kafka.partitioner import partition_for
 
 Report = tuple[KafkaError | None, InMemoryMessage]
+# Keys whose partition a producer remembers, per partition count: murmur2 in Python costs more than the
+# rest of a send, and a test sends few distinct keys (a bound, so millions of distinct ones are not kept).
+_PLACED_KEYS = 100_000
 
 
 class InMemoryProducer:
@@ -40,6 +43,8 @@ class InMemoryProducer:
         self._reports: list[Report] = []
         self._reports_lock = threading.Lock()  # commit threads share a producer with the loop
         self._random = random.Random()
+        self._clock = clock_of(self._url)  # records sent without a timestamp take its time
+        self._placed: dict[int, dict[bytes, int]] = {}  # partition count -> key -> its partition
 
     # -- sending --------------------------------------------------------------------------------------------
     def produce(
@@ -59,7 +64,7 @@ class InMemoryProducer:
             if not self._in_transaction:
                 raise error(KafkaError._STATE, "Operation not valid in state Ready: begin_transaction first")
             owner = (self._transactional_id, self._epoch or 0)
-        ts = timestamp or now_ms(self._url)
+        ts = timestamp or int(self._clock()() * 1000)
         if headers is not None and not isinstance(headers, list):
             headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
         if self._auto_create and topic not in self._seen:
@@ -73,8 +78,10 @@ class InMemoryProducer:
                 return
             if count == 1:
                 partition = 0
+            elif key is None:
+                partition = self._random.randrange(count)
             else:
-                partition = self._random.randrange(count) if key is None else partition_for(key, count)
+                partition = self._partition_of(key, count)
         try:
             offset = self._log.append(topic, partition, key, value, ts, headers, owner)
         except KafkaException as e:
@@ -82,9 +89,19 @@ class InMemoryProducer:
             return
         if not self._only_errors and self._on_delivery is not None:
             with self._reports_lock:
-                self._reports.append(
-                    (None, InMemoryMessage(topic, partition, offset, key, value, ts, headers))
-                )
+                self._reports.append((None, message(topic, partition, offset, key, value, ts, headers)))
+
+    def _partition_of(self, key: bytes, count: int) -> int:
+        """The keyed record's partition among `count`, as the Java client's murmur2 puts it."""
+        placed = self._placed.get(count)
+        if placed is None:
+            placed = self._placed[count] = {}
+        partition = placed.get(key) if type(key) is bytes else None
+        if partition is None:
+            partition = partition_for(key, count)
+            if type(key) is bytes and len(placed) < _PLACED_KEYS:
+                placed[key] = partition
+        return partition
 
     def _failed(
         self, topic: str, partition: int, key: bytes | None, value: bytes | None, e: KafkaException
@@ -98,7 +115,7 @@ class InMemoryProducer:
         if self._in_transaction:
             self._failed_in_transaction = True
         with self._reports_lock:
-            self._reports.append((err, InMemoryMessage(topic, partition, -1, key, value, 0)))
+            self._reports.append((err, message(topic, partition, -1, key, value, 0)))
 
     def poll(self, timeout: float = 0) -> int:
         with self._reports_lock:

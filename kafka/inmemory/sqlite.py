@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +19,16 @@ from samsa.kafka.inmemory.log import (
     unknown_partition,
     unknown_topic,
 )
-from samsa.kafka.inmemory.message import ABORT_MARKER, COMMIT_MARKER, DATA, InMemoryMessage, Transaction
+from samsa.kafka.inmemory.message import (
+    ABORT_MARKER,
+    COMMIT_MARKER,
+    DATA,
+    InMemoryMessage,
+    Record,
+    Transaction,
+    as_message,
+    record,
+)
 from samsa.kafka.message import Headers
 
 _DB_NAME = "inmemory-kafka.sqlite3"
@@ -183,6 +192,30 @@ class SqliteLog:
             self._insert(db, topic, partition, offset, key, value, timestamp_ms, headers, DATA, txn)
             return offset
 
+    def append_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+    ) -> int:
+        with self._write() as db:
+            first = self._high(db, topic, partition)
+            (limit,) = db.execute("SELECT max_bytes FROM topics WHERE name = ?", (topic,)).fetchone()
+            for key, value, _, headers in records:
+                check_size(topic, limit, key, value, headers)
+            db.executemany(
+                "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                [
+                    (topic, partition, offset, key, value, ts, _encode_headers(headers), DATA)
+                    for offset, (key, value, ts, headers) in enumerate(records, first)
+                ],
+            )
+            db.execute(
+                "UPDATE partitions SET high = ? WHERE topic = ? AND partition = ?",
+                (first + len(records), topic, partition),
+            )
+            return first
+
     @staticmethod
     def _insert(
         db: sqlite3.Connection,
@@ -218,6 +251,12 @@ class SqliteLog:
     def read(
         self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
     ) -> tuple[list[InMemoryMessage], int]:
+        records, stop = self.records(topic, partition, offset, max_messages, committed)
+        return list(map(as_message, records)), stop
+
+    def records(
+        self, topic: str, partition: int, offset: int, max_messages: int, committed: bool
+    ) -> tuple[Sequence[Record], int]:
         with self._read() as db:
             high = self._high(db, topic, partition)
             end = self._stable(db, topic, partition, high) if committed else high
@@ -232,7 +271,7 @@ class SqliteLog:
                 (topic, partition, offset, stop, DATA, int(committed), Transaction.COMMITTED),
             ).fetchall()
         out = [
-            InMemoryMessage(topic, partition, off, key, value, ts, _decode_headers(headers))
+            record(topic, partition, off, key, value, ts, _decode_headers(headers))
             for off, key, value, ts, headers in rows
         ]
         return out, stop
