@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from samsa.checkpoint.model import AnyCheckpoint
     from samsa.checkpoint.starts import ContainerStart
     from samsa.kafka.message import Headers
+    from samsa.stores.blobstore.api import BlobStoreManager
     from samsa.stores.blobstore.settings import BlobStoreSettings
+    from samsa.stores.blobstore.tool import SnapshotRef
 
 log = logging.getLogger("samsa")
 
@@ -393,33 +395,41 @@ def _cmd_blobstore_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
+    from samsa.runtime.state import blob_store_settings
     from samsa.runtime.validation import blob_backed_stores
-    from samsa.stores.blobstore.factory import blob_store_admin
     from samsa.stores.blobstore.local import LocalDirBlobStore
     from samsa.stores.blobstore.tool import blob_snapshots, gc_local, opened_store, referenced_blobs
 
     job = _load(args)
-    if not blob_backed_stores(job):
-        print(f"job {job.job_key} backs up no store to the blob store: nothing to collect")
-        return 0
-    settings = _blob_settings(job)
-    if settings.s3_bucket:
-        from samsa.stores.blobstore.s3 import TTL_TAG_KEY, TTL_TAG_VALUE, S3BlobStoreAdmin
-
-        admin = blob_store_admin(settings)
-        assert isinstance(admin, S3BlobStoreAdmin)
+    backed_up = bool(blob_backed_stores(job))
+    if backed_up:
+        settings = _blob_settings(job)
+    else:
+        # Rolled back to changelogs, or its blob-backed stores removed: its last snapshots are still there.
+        plain = blob_store_settings(job)
+        retry_ms = min(plain.retry_max_duration_ms, TOOL_RETRY_MAX_MS)
+        settings = dataclasses.replace(plain, retry_max_duration_ms=retry_ms)
+        if not settings.s3_bucket and not settings.local_dir.is_dir():
+            print(
+                f"job {job.job_key} backs up no store to the blob store, and its blob store dir "
+                f"{settings.local_dir} does not exist: nothing to collect"
+            )
+            return 0
         print(
-            f"blob store {settings.location}: the job's lifecycle rule {admin.rule_id} deletes its expired "
-            f"blobs (objects under {admin.key_prefix} tagged {TTL_TAG_KEY}={TTL_TAG_VALUE}, older than "
-            f"{settings.ttl_days} days); checking the rule"
+            f"job {job.job_key} backs up no store to the blob store (any more): looking for the snapshots "
+            f"its earlier runs left in {settings.location}"
         )
-        admin.validate_resources()
-        print(f"the lifecycle rule of job {job.job_key} is in place")
-        return 0
-    tasks, checkpoints = _last_checkpoints(job)
+    tasks, checkpoints = _gc_checkpoints(job)
+    if settings.s3_bucket:
+        if backed_up:
+            _check_lifecycle_rule(job, settings)
+        with opened_store(settings) as store:
+            left = _gc_left_snapshots(job, store, args.dry_run)
+        return 0 if left else 1
     with opened_store(settings) as store:
         assert isinstance(store, LocalDirBlobStore)
-        refs = blob_snapshots(tasks, checkpoints)
+        # The last V2 records too: a job reading V1 now resumes from them again once it reads V2.
+        refs = [*blob_snapshots(tasks, checkpoints), *_v2_snapshots(job)]
         used, unreadable = referenced_blobs(store, refs, job.name, job.id, partial(_read_checkpoints, job))
         if unreadable:
             names = ", ".join(f"{r.task}/{r.store} ({r.index_blob_id})" for r in unreadable)
@@ -427,9 +437,80 @@ def _cmd_blobstore_gc(args: argparse.Namespace) -> int:
                 f"warning: snapshot index(es) of {names} cannot be read; `samsa blobstore verify` checks them"
             )
         report = gc_local(store, used, job.name, job.id, dry_run=args.dry_run)
-    for line in report.lines(settings.location):
-        print(line)
-    return 0
+        for line in report.lines(settings.location):
+            print(line)
+        left = _gc_left_snapshots(job, store, args.dry_run)
+    return 0 if left else 1
+
+
+def _check_lifecycle_rule(job: JobConfig, settings: BlobStoreSettings) -> None:
+    """Prints that the job's S3 lifecycle rule (which expires its never-committed blobs) is in place, or
+    raises naming what is wrong with it."""
+    from samsa.stores.blobstore.factory import blob_store_admin
+    from samsa.stores.blobstore.s3 import TTL_TAG_KEY, TTL_TAG_VALUE, S3BlobStoreAdmin
+
+    admin = blob_store_admin(settings)
+    assert isinstance(admin, S3BlobStoreAdmin)
+    print(
+        f"blob store {settings.location}: the job's lifecycle rule {admin.rule_id} deletes its expired "
+        f"blobs (objects under {admin.key_prefix} tagged {TTL_TAG_KEY}={TTL_TAG_VALUE}, older than "
+        f"{settings.ttl_days} days); checking the rule"
+    )
+    admin.validate_resources()
+    print(f"the lifecycle rule of job {job.job_key} is in place")
+
+
+def _gc_checkpoints(job: JobConfig) -> tuple[list[str], dict[str, AnyCheckpoint]]:
+    """`_last_checkpoints`, or an error saying gc deletes nothing without them."""
+    try:
+        return _last_checkpoints(job)
+    except SamsaError as e:
+        raise _unread_checkpoints(job, e) from e
+
+
+def _unread_checkpoints(job: JobConfig, error: SamsaError) -> SamsaError:
+    from samsa.checkpoint.exceptions import CheckpointError
+    from samsa.checkpoint.kafka_manager import checkpoint_topic
+
+    return CheckpointError(
+        f"job {job.job_key}: its checkpoints (topic {checkpoint_topic(job.name, job.id)}) cannot be read, "
+        f"so gc cannot tell which snapshots they still need and deletes nothing: {error}"
+    )
+
+
+def _v2_snapshots(job: JobConfig) -> list[SnapshotRef]:
+    """The snapshots each task's last V2 checkpoint record names, whichever version the job reads now:
+    a change of `task.checkpoint.read.versions` makes that record the one a start resumes from."""
+    from samsa.checkpoint.model import CheckpointV2
+    from samsa.runtime.coordinator import checkpoint_manager
+    from samsa.stores.blobstore.tool import blob_snapshots
+
+    try:
+        records = checkpoint_manager(job).read_records((2,))
+    except SamsaError as e:
+        raise _unread_checkpoints(job, e) from e
+    last: dict[str, AnyCheckpoint] = {}
+    for task, stored in records.items():
+        if 2 in stored and isinstance(stored[2].checkpoint, CheckpointV2):
+            last[task] = stored[2].checkpoint
+    return blob_snapshots(sorted(last, key=_task_order), last)
+
+
+def _gc_left_snapshots(job: JobConfig, store: BlobStoreManager, dry_run: bool) -> bool:
+    """Prints (and unless `dry_run` deletes) the committed snapshots of the job no task's last checkpoint
+    names; False when it refused to (a checkpointed snapshot's index unreadable)."""
+    from samsa.stores.blobstore.tool import delete_left_snapshots, find_left_snapshots, job_blobs
+
+    listed, expiring = job_blobs(store, job.name, job.id)
+    checkpointed = partial(_v2_snapshots, job)
+    report = find_left_snapshots(store, listed, expiring, checkpointed, job.name, job.id, dry_run)
+    if dry_run or not report.snapshots:
+        for line in report.lines():
+            print(line)
+        return not report.refused
+    print(report.lines()[0])
+    delete_left_snapshots(store, report.snapshots, job.name, job.id, lambda s: print(s.line(False)))
+    return True
 
 
 def _cmd_eos_retire(args: argparse.Namespace) -> int:
@@ -680,7 +761,11 @@ def _parser() -> argparse.ArgumentParser:
     verify = bs.add_parser("verify", help="check every blob of the last checkpoints' snapshots (exit 1: bad)")
     job_args(verify)
     verify.set_defaults(func=_cmd_blobstore_verify)
-    gc = bs.add_parser("gc", help="delete expired blobs of commits that never completed (local dir store)")
+    gc = bs.add_parser(
+        "gc",
+        help="delete expired blobs of commits that never completed (local dir store), and committed "
+        "snapshots no task's last checkpoint names (a store no longer backed up to the blob store)",
+    )
     job_args(gc)
     gc.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     gc.set_defaults(func=_cmd_blobstore_gc)

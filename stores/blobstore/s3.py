@@ -411,11 +411,19 @@ class S3BlobStore(ExecutorBlobStore):
                 blob_id,
             )
 
-    def list_blobs(self, with_ttl: bool = False, page_size: int = 1000) -> Iterator[BlobInfo]:
-        """Every blob under the prefix, listed `page_size` at a time. `with_ttl` looks up each blob's tag
-        (a request per blob) to give `expires_at` (upload time + TTL days; S3 rounds up to the next
-        midnight UTC); else it is None."""
+    def list_blobs(
+        self, with_ttl: bool = False, page_size: int = 1000, job: str | None = None
+    ) -> Iterator[BlobInfo]:
+        """Every blob under the prefix, or only job `job`'s (the first segment of its blob ids,
+        `job_segment`), listed `page_size` at a time. `with_ttl` looks up each blob's tag (a request per
+        blob) to give `expires_at` (upload time + TTL days; S3 rounds up to the next midnight UTC); else
+        it is None."""
         start = f"{self._prefix}/" if self._prefix else ""
+        if job is not None:
+            if job in ("", ".", "..") or "/" in job:
+                raise BlobStoreError(f"{job!r} is not a job's blob id segment (<job.name>-<job.id>)")
+            start += f"{job}/"  # the whole segment: job a-1 never lists job a-10's blobs
+        skip = len(f"{self._prefix}/" if self._prefix else "")
         options: dict[str, Any] = {"Bucket": self._bucket, "Prefix": start, "MaxKeys": page_size}
         while True:
             page = self._retrier.call("list", start, lambda: self.client.list_objects_v2(**options))
@@ -424,10 +432,18 @@ class S3BlobStore(ExecutorBlobStore):
                 expires_at = None
                 if with_ttl and self._expiring(item["Key"]):
                     expires_at = created_at + self._ttl_days * _SECONDS_PER_DAY
-                yield BlobInfo(item["Key"][len(start) :], item["Size"], created_at, expires_at)
+                yield BlobInfo(item["Key"][skip:], item["Size"], created_at, expires_at)
             if not page.get("IsTruncated"):
                 return
             options["ContinuationToken"] = page["NextContinuationToken"]
+
+    def expiring(self, blob_id: str) -> bool:
+        """Whether the blob still carries the TTL tag (never committed); `BlobDeletedError` when gone."""
+        key = self.key(blob_id)
+        tags = self._retrier.call(
+            "tag lookup", key, lambda: self.client.get_object_tagging(Bucket=self._bucket, Key=key), blob_id
+        )["TagSet"]
+        return any(t["Key"] == TTL_TAG_KEY for t in tags)
 
     def _expiring(self, key: str) -> bool:
         tags = self._retrier.call(

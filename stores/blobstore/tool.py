@@ -11,7 +11,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -32,7 +32,7 @@ from samsa.stores.blobstore.exceptions import (
 from samsa.stores.blobstore.factory import open_blob_store
 from samsa.stores.blobstore.index import DirIndex, FileIndex, SnapshotIndex
 from samsa.stores.blobstore.local import GcResult, LocalDirBlobStore
-from samsa.stores.blobstore.requests import check_blob_id, job_segment
+from samsa.stores.blobstore.requests import ID_END, BlobInfo, check_blob_id, job_segment
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.blobstore.transfer import BlobTransfer
 from samsa.stores.changelog.exceptions import ChangelogMarkerError
@@ -829,3 +829,233 @@ def gc_local(
         meta = BlobMetadata(blob_id, -1, job_name, job_id, "", "")
         store.remove_ttl(blob_id, meta).result()
     return GcReport(store.gc(now, job), False, tuple(kept), job)
+
+
+# -- samsa blobstore gc: committed snapshots no checkpoint names ----------------------------------------
+
+Checkpointed = Callable[[], Sequence[SnapshotRef]]
+"""Reads again the snapshots the checkpoints name (each task's last V2 record, whichever version the job
+reads): a running job's commit may checkpoint a new one at any time."""
+
+
+@dataclass(frozen=True)
+class LeftSnapshot:
+    """A committed snapshot that no task's last checkpoint names, and what deleting it removes."""
+
+    index_blob_id: str
+    task: str
+    store: str
+    checkpoint_id: str
+    #: (blob id, bytes) of its files' blobs that no checkpointed snapshot uses, its index last.
+    blobs: tuple[tuple[str, int], ...]
+    #: Blobs of its files kept: a checkpointed snapshot uses them too.
+    shared: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.blobs)
+
+    def line(self, dry_run: bool) -> str:
+        verb = "would delete" if dry_run else "deleted"
+        kept = f", kept {self.shared} blob(s) a checkpointed snapshot uses" if self.shared else ""
+        return (
+            f"  {verb} snapshot {self.index_blob_id} of task {self.task} store {self.store} (checkpoint "
+            f"{self.checkpoint_id}): {len(self.blobs)} blob(s) with its index, {self.bytes} bytes{kept}"
+        )
+
+
+@dataclass(frozen=True)
+class LeftReport:
+    """The committed snapshots gc found no checkpoint naming (deleted, or what a dry run would delete)."""
+
+    snapshots: tuple[LeftSnapshot, ...]
+    dry_run: bool
+    job: str
+    #: Why no committed snapshot is deleted, when one is not safe to (then `snapshots` is empty).
+    refused: str = ""
+    #: Indexes under the job's keys gc cannot read as a snapshot index: never deleted.
+    skipped: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        verb = "would delete" if self.dry_run else "deleted"
+        if self.refused:
+            return [
+                f"committed snapshots of job {self.job} no checkpoint names: none deleted; {self.refused}"
+            ]
+        blobs = sum(len(s.blobs) for s in self.snapshots)
+        size = sum(s.bytes for s in self.snapshots)
+        lines = [
+            f"committed snapshots of job {self.job} that no task's last checkpoint names (stores no longer "
+            f"backed up to the blob store, or removed): {verb} {len(self.snapshots)} snapshot(s), "
+            f"{blobs} blob(s), {size} bytes"
+        ]
+        lines += [s.line(self.dry_run) for s in self.snapshots]
+        lines += [
+            f"  skipped {blob_id}: not readable as a snapshot index; left alone" for blob_id in self.skipped
+        ]
+        return lines
+
+
+class _Refused(Exception):
+    """A checkpointed snapshot's index cannot be read: its blobs, which must stay, are not known."""
+
+
+def is_index_id(blob_id: str) -> bool:
+    """Whether `blob_id` has the shape of a snapshot index's id (`.../snapshot-index.<32 hex digits>`)."""
+    name = blob_id.rsplit("/", 1)[-1]
+    return ID_END.search(name) is not None and name[:-33] == SNAPSHOT_INDEX_PATH  # 33: "." + uuid hex
+
+
+def job_blobs(
+    store: BlobStoreManager, job_name: str, job_id: str
+) -> tuple[Iterable[BlobInfo], Callable[[BlobInfo], bool]]:
+    """(job `job_name` (id `job_id`)'s blobs, listed lazily; whether a blob still has its TTL), in the
+    local dir or on S3."""
+    job = job_segment(job_name, job_id)
+    if isinstance(store, LocalDirBlobStore):
+        return store.list_blobs(job), lambda info: info.expires_at is not None
+    from samsa.stores.blobstore.s3 import S3BlobStore  # boto3 loads only for S3 jobs
+
+    if not isinstance(store, S3BlobStore):
+        raise BlobStoreError(
+            f"gc cannot list the blobs of {type(store).__name__}: only the dir and S3 stores"
+        )
+    s3 = store
+    # A tag lookup per index only (a listing gives no tags): the files' blobs are never asked.
+    return s3.list_blobs(job=job), lambda info: s3.expiring(info.blob_id)
+
+
+def find_left_snapshots(
+    store: BlobStoreManager,
+    listed: Iterable[BlobInfo],
+    expiring: Callable[[BlobInfo], bool],
+    checkpointed: Checkpointed,
+    job_name: str,
+    job_id: str,
+    dry_run: bool = False,
+) -> LeftReport:
+    """The committed snapshots under job `job_name` (id `job_id`)'s keys that no task's last checkpoint
+    names, each with the blobs that only it uses (`listed`: the job's blobs; `expiring(blob)`: it still
+    carries its TTL). Deletes nothing.
+
+    Only indexes without a TTL count: a commit in flight (its checkpoint not written yet) puts its blobs
+    and index with their TTL, and its cleanup makes the index permanent last, after its checkpoint is
+    durable; so an index permanent when listed has its checkpoint already written, and the checkpoints are
+    read again after the listing (a commit in between names its snapshot there). Every blob a checkpointed
+    snapshot uses stays; when such a snapshot's index cannot be read, nothing is deleted.
+    """
+    job = job_segment(job_name, job_id)
+    first = list(checkpointed())
+    named = {r.index_blob_id for r in first}
+    infos = {b.blob_id: b for b in listed}
+    sizes = {blob_id: info.size for blob_id, info in infos.items()}
+    candidates: dict[str, SnapshotIndex] = {}
+    skipped = []
+    for info_id in sorted(i for i in infos if is_index_id(i) and i not in named):
+        found = _committed_index(store, infos[info_id], expiring, job_name, job_id)
+        if isinstance(found, SnapshotIndex):
+            candidates[info_id] = found
+        elif found:
+            skipped.append(info_id)
+    try:
+        protected, used = _checkpointed_blobs(
+            store, [*first, *checkpointed()], checkpointed, job_name, job_id
+        )
+    except _Refused as e:
+        return LeftReport((), dry_run, job, refused=str(e))
+    left = []
+    taken: set[str] = set()
+    for blob_id, index in candidates.items():
+        if blob_id in protected:
+            continue  # a commit after the first read named it
+        own = set(index.dir_index.present_blobs()) | set(index.dir_index.removed_blobs())
+        shared = own & used
+        mine = sorted(b for b in own - used - taken - protected if b in sizes)
+        taken.update(mine)
+        m = index.metadata
+        blobs = (*((b, sizes[b]) for b in mine), (blob_id, sizes[blob_id]))
+        left.append(LeftSnapshot(blob_id, m.task_name, m.store_name, m.checkpoint_id, blobs, len(shared)))
+    return LeftReport(tuple(left), dry_run, job, skipped=tuple(skipped))
+
+
+def _committed_index(
+    store: BlobStoreManager,
+    info: BlobInfo,
+    expiring: Callable[[BlobInfo], bool],
+    job_name: str,
+    job_id: str,
+) -> SnapshotIndex | bool:
+    """The index blob's snapshot when it is committed; False when it expires (a commit in flight, or one
+    that failed: the TTL gc's) or is gone; True when it does not read as a snapshot index."""
+    try:
+        if expiring(info):
+            return False
+        base = BlobMetadata(SNAPSHOT_INDEX_PATH, -1, job_name, job_id, "", "")
+        return read_index(store, info.blob_id, base)
+    except BlobDeletedError:
+        return False  # deleted meanwhile (a running job's cleanup)
+    except (IndexFormatError, UnsafeIndexError) as e:
+        log.warning("gc leaves %s alone: it does not read as a snapshot index (%s)", info.blob_id, e)
+        return True
+
+
+def _checkpointed_blobs(
+    store: BlobStoreManager,
+    refs: Sequence[SnapshotRef],
+    checkpointed: Checkpointed,
+    job_name: str,
+    job_id: str,
+) -> tuple[set[str], set[str]]:
+    """(the index ids the checkpoints name, every blob their snapshots use); an index found gone is
+    followed to the checkpoints' newer snapshot (at most `MAX_SNAPSHOT_RETRIES` times). Raises `_Refused`
+    when an index the last checkpoints name cannot be read."""
+    protected: set[str] = set()
+    used: set[str] = set()
+    pending = list(refs)
+    rounds = 0
+    while pending:
+        ref = pending.pop()
+        if ref.index_blob_id in protected:
+            continue
+        protected.add(ref.index_blob_id)
+        try:
+            index = read_index(store, ref.index_blob_id, ref.base(job_name, job_id))
+        except BlobDeletedError as e:
+            latest = list(checkpointed())
+            if ref.index_blob_id in {r.index_blob_id for r in latest}:
+                raise _Refused(
+                    f"the last checkpoint of task {ref.task} names snapshot {ref.index_blob_id} of store "
+                    f"{ref.store}, which is not in the blob store ({e}); `samsa blobstore verify` checks it"
+                ) from e
+            rounds += 1
+            if rounds > MAX_SNAPSHOT_RETRIES:
+                raise _Refused(_CHASED) from e
+            pending += latest  # a running job's commit deleted it: keep what the newer ones use
+            continue
+        except BlobStoreError as e:
+            raise _Refused(
+                f"the snapshot index {ref.index_blob_id} that the last checkpoint of task {ref.task} names "
+                f"for store {ref.store} cannot be read, so the blobs it uses are not known: {e}"
+            ) from e
+        used.update(index.dir_index.present_blobs())
+    return protected, used
+
+
+def delete_left_snapshots(
+    store: BlobStoreManager,
+    snapshots: Sequence[LeftSnapshot],
+    job_name: str,
+    job_id: str,
+    on_deleted: Callable[[LeftSnapshot], None] | None = None,
+) -> None:
+    """Deletes each snapshot's blobs, then its index (so a run cut short finds it again and finishes)."""
+    for snapshot in snapshots:
+        base = BlobMetadata.of_store(job_name, job_id, snapshot.task, snapshot.store)
+        *files, (index_id, _) = snapshot.blobs
+        deletes = [store.delete(b, replace(base, payload_path=b.rsplit("/", 1)[-1])) for b, _ in files]
+        for request in deletes:
+            request.result()
+        store.delete(index_id, replace(base, payload_path=SNAPSHOT_INDEX_PATH)).result()
+        log.info("gc deleted snapshot %s (%d blobs, %d bytes)", index_id, len(snapshot.blobs), snapshot.bytes)
+        if on_deleted is not None:
+            on_deleted(snapshot)
