@@ -231,7 +231,8 @@ class ForkServer:
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         try:
-            self._process.wait(timeout=5)
+            # At once when it serves; a server still loading (a job refused meanwhile) ends once loaded.
+            self._process.wait(timeout=_READY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
@@ -342,10 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         unsafe = _preload(args.preload, args.warm_s3)
     except Exception as e:  # told to the supervisor, which starts fresh interpreters instead
         unsafe = f"the fork server could not load its modules: {type(e).__name__}: {e}"
-    _send(sock, {"op": "ready", "pid": os.getpid(), "unsafe": unsafe})
-    if unsafe:
-        return 1
-    _serve(sock)  # returns in this process only; a child leaves through SystemExit
+    server = os.getpid()
+    try:
+        _send(sock, {"op": "ready", "pid": server, "unsafe": unsafe})
+        if unsafe:
+            return 1
+        _serve(sock)  # returns in this process only; a child leaves through SystemExit
+    except (BrokenPipeError, ConnectionResetError):
+        if os.getpid() != server:
+            raise  # a child's own error, raised through here as in a fresh interpreter
+        # The supervisor is gone or done (a job refused while this server loaded): nothing to serve.
     return 0
 
 

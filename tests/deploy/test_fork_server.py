@@ -72,6 +72,19 @@ def test_an_entry_that_raises_exits_1_with_its_traceback(server: ForkServer) -> 
     assert "RuntimeError: the entry failed" in output
 
 
+def test_a_broken_pipe_of_the_entry_is_its_own_failure_not_the_servers(server: ForkServer) -> None:
+    process = _spawn(server, "broken_pipe")
+    output = process.stdout.read().decode()
+    assert process.wait(10) == 1, output
+    assert "the task's own broken pipe" in output
+
+
+def test_a_server_whose_supervisor_left_while_it_loaded_exits_quietly() -> None:
+    server = ForkServer(CONTAINER_MODULES, False, _env())
+    server.close()  # before it was ready: a job refused at its preparation
+    assert server._process.returncode == 0, "no BrokenPipeError when it said it was ready"
+
+
 def test_a_signal_ends_a_forked_process_as_it_ends_a_popen_one(server: ForkServer) -> None:
     process = _spawn(server, "sleep")
     assert process.stdout.readline() == b"sleeping\n"

@@ -46,3 +46,7 @@ def s3_client() -> int:
 
 def fail() -> int:
     raise RuntimeError("the entry failed")
+
+
+def broken_pipe() -> int:
+    raise BrokenPipeError(32, "the task's own broken pipe")
