@@ -37,6 +37,7 @@ from samsa.stores.checkpoint_dirs import (
     delete_checkpoint_dirs,
     write_marker,
 )
+from samsa.stores.exceptions import StoreClosedError, StoreDiskFullError
 from samsa.stores.snapshot_gate import SnapshotGate
 from samsa.streams import SystemStreamPartition
 
@@ -312,6 +313,25 @@ class TaskCommitManager:
             raise  # the container dies here: nothing to record for a next commit
         except CheckpointFencedError as e:
             self._failure = e  # not an error of this commit: a newer start took over, the container says so
+        except StoreClosedError as e:
+            # Only the container's stop closes a store: one stopping after a failure (or crashing) closes
+            # them under the commit in flight. A consequence of that failure, which the container reports.
+            log.warning(
+                "task %s: commit abandoned: store %r was closed under it as the container stops (the cause "
+                "is reported on its own); nothing of this commit was checkpointed",
+                self.task_name,
+                e.name,
+            )
+            self._failure = e
+        except StoreDiskFullError as e:
+            # The next commit fails with it, and the container reports it as its cause (the full message
+            # once): here, a line saying when and where.
+            log.warning(
+                "task %s: commit failed, disk full at %s; nothing of it was checkpointed",
+                self.task_name,
+                e.path,
+            )
+            self._failure = e
         except BaseException as e:
             log.error("task %s: commit failed in its async phase: %r", self.task_name, e)
             self._failure = e
@@ -341,6 +361,12 @@ class TaskCommitManager:
                 f"task {self.task_name}: the previous commit failed: {failure!r}; "
                 f"its offsets were not checkpointed, so its messages will be processed again"
             ) from failure
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The async phase's failure the next commit will raise (None: none), for a container stopping
+        after another failure to tell its cause."""
+        return self._failure
 
     def close(self, timeout_s: float = 0.0) -> None:
         """Closes the backup managers once the async phase in flight (if any) has ended, waiting up to

@@ -67,6 +67,7 @@ from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import RestoreProgress
 from samsa.stores.blobstore.factory import PendingS3Client
 from samsa.stores.changelog.exceptions import RestoreInterrupted
+from samsa.stores.exceptions import StoreDiskFullError, disk_full_cause
 from samsa.stores.factory import ROCKSDB
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
@@ -1036,9 +1037,23 @@ class Container:
             if isinstance(e, CheckpointFencedError) or self._fenced is not None:
                 # A newer start took over: its state must not meet this one's cached writes or outputs.
                 self.crash()
-            else:
-                self._fail()
-            raise
+                raise
+            self._fail()
+            full = self._disk_full(e)  # once the commit in flight has ended (or been abandoned)
+            if full is None or full is e:
+                raise
+            # A full disk is the cause whatever it surfaced as (a task's process() or a later commit failing
+            # with it): the container fails with it, so that it is what the log and the exit tell.
+            raise full from full.__cause__
+
+    def _disk_full(self, error: BaseException) -> StoreDiskFullError | None:
+        """The full disk behind `error`, or behind a commit's failure that the next commit would raise."""
+        managers = self._state.commit_managers.values() if self._state is not None else ()
+        for failure in [error, *(manager.failure for manager in managers if manager.failure is not None)]:
+            full = disk_full_cause(failure)
+            if full is not None:
+                return full
+        return None
 
     def _fail(self) -> None:
         """A failure is on its way up: close the tasks and the clients quietly."""
@@ -1175,7 +1190,10 @@ class Container:
             try:
                 ti.close()
             except Exception as e:
-                if quietly:
+                if quietly and disk_full_cause(e) is not None:
+                    # The full disk fails the stop too: the failure on its way up tells it, once.
+                    log.warning("task %s: its stores did not close cleanly, the disk being full", ti.name)
+                elif quietly:
                     log.exception("task %s: close() failed while stopping after an error", ti.name)
                 elif first is None:  # raised once every task's stores are closed
                     if isinstance(e, UserCodeError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from samsa.stores.exceptions import StoreError
+from samsa.stores.exceptions import StoreError, no_room
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def write_checked_json(target: Path, payload: dict[str, Any]) -> None:
         os.replace(tmp, target)
         fsync_dir(target.parent)
     except OSError as e:
-        raise StoreError(f"cannot write {target}: {e}") from e
+        raise no_room(None, target, "write", e) or StoreError(f"cannot write {target}: {e}") from e
 
 
 def read_checked_json(path: Path) -> tuple[str, dict[str, Any] | None, float]:
@@ -258,7 +258,8 @@ def restore_store_dir(checkpoint_dir: Path, store_dir: Path) -> None:
         os.rename(staging, store_dir)
         fsync_dir(store_dir.parent)
     except OSError as e:
-        raise StoreError(
+        full = no_room(store_dir.name, store_dir, f"restore from checkpoint dir {checkpoint_dir}", e)
+        raise full or StoreError(
             f"cannot restore store dir {store_dir} from checkpoint dir {checkpoint_dir}: {e}"
         ) from e
 

@@ -1,12 +1,83 @@
 """Errors raised by key-value stores: lookup, lifecycle, configuration and I/O."""
 
+import errno
+import os
+import shutil
 from collections.abc import Iterable
+from pathlib import Path
 
 from samsa.exceptions import InvalidConfigError, SamsaError
+
+# A write refused for want of room: a full disk, a quota, or a file-size limit (RLIMIT_FSIZE). RocksDB
+# reports them as text ("IO error: No space left on device: ..."), so their strerror texts are matched too.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NO_ROOM_TEXTS = tuple(os.strerror(n) for n in _NO_ROOM)
 
 
 class StoreError(SamsaError):
     """Base class of store errors; also raised as is for engine I/O failures (open, flush, checkpoint)."""
+
+
+class StoreDiskFullError(StoreError):
+    """A store's write failed because its disk is full (ENOSPC), over quota (EDQUOT) or past a file-size
+    limit (EFBIG): not the task's fault, and a restart mends it once there is room."""
+
+    def __init__(self, store: str | None, path: Path, action: str, error: BaseException) -> None:
+        self.store = store
+        self.path = path
+        self.free_bytes = free_bytes(path)
+        free = "an unknown number of" if self.free_bytes is None else str(self.free_bytes)
+        of_store = f"store {store!r} at " if store else ""
+        super().__init__(
+            f"disk full: {of_store}{path}: {action} failed for want of room ({error}); {free} bytes free "
+            "on that disk. Free space there, or move job.logged.store.base.dir (or "
+            "job.non-logged.store.base.dir, for stores without a changelog or backup) to a disk with room, "
+            "then restart: the container resumes from its last checkpoint, and nothing checkpointed is lost"
+        )
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` (an OSError, or RocksDB's status text via rocksdict) says there is no room to write."""
+    if isinstance(error, OSError) and error.errno in _NO_ROOM:
+        return True
+    if isinstance(error, StoreDiskFullError):
+        return True
+    text = str(error)
+    return any(reason in text for reason in _NO_ROOM_TEXTS)
+
+
+def no_room(store: str | None, path: Path, action: str, error: BaseException) -> StoreDiskFullError | None:
+    """`error` as a `StoreDiskFullError` when it is for want of room (None when not): for `raise no_room(..)
+    or StoreError(..) from error` where the store layer wraps an engine's or a file write's failure."""
+    if isinstance(error, StoreDiskFullError):
+        return error
+    return StoreDiskFullError(store, path, action, error) if is_disk_full(error) else None
+
+
+def disk_full_cause(error: BaseException) -> StoreDiskFullError | None:
+    """The `StoreDiskFullError` among `error` and its causes and contexts (a task's process() wraps it, a
+    commit's failure is told by the next commit), None when there is none."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, StoreDiskFullError):
+            return current
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return None
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free to unprivileged writers on the filesystem of `path` (its nearest existing parent)."""
+    for candidate in (path, *path.parents):
+        try:
+            return shutil.disk_usage(candidate).free
+        except OSError:
+            continue
+    return None
 
 
 class StoreNotFoundError(StoreError, InvalidConfigError):

@@ -22,7 +22,7 @@ from rocksdict import (
 )
 
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore, ReplayedSnapshot
-from samsa.stores.exceptions import StoreClosedError, StoreError
+from samsa.stores.exceptions import StoreClosedError, StoreError, no_room
 from samsa.stores.rocksdb_options import RocksDbMemory, RocksDbOptions
 
 _COMPRESSION: dict[str, Callable[[], DBCompressionType]] = {
@@ -149,7 +149,7 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
                 ),
             )
         except Exception as e:  # rocksdict raises bare Exception for every RocksDB status
-            raise StoreError(_open_failure(self.name, path, e)) from e
+            raise no_room(self.name, path, "open", e) or StoreError(_open_failure(self.name, path, e)) from e
         self._db: Rdict | None = db
         self._bulk_load = False
         # Live iterators pin the database open (the LOCK file stays held), so close() must end them.
@@ -163,13 +163,19 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         return self._get(key)
 
     def put(self, key: bytes, value: bytes | None) -> None:
-        if value is None:
-            self._delete(key)
-        else:
-            self._put(key, value)
+        try:  # free when nothing is raised (3.11's zero-cost try)
+            if value is None:
+                self._delete(key)
+            else:
+                self._put(key, value)
+        except Exception as e:
+            self._raise_write_failure("write", e)
 
     def delete(self, key: bytes) -> None:
-        self._delete(key)
+        try:
+            self._delete(key)
+        except Exception as e:
+            self._raise_write_failure("write", e)
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Apply all entries atomically in one write batch."""
@@ -182,7 +188,10 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             else:
                 put(key, value)
         if not batch.is_empty():
-            db.write(batch)
+            try:
+                db.write(batch)
+            except Exception as e:
+                self._raise_write_failure("write", e)
 
     def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
         db = self._open_db()
@@ -210,7 +219,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         try:
             db.flush(True)
         except Exception as e:
-            raise StoreError(f"store {self.name!r} at {self.path}: flush failed: {e}") from e
+            error = StoreError(f"store {self.name!r} at {self.path}: flush failed: {e}")
+            raise no_room(self.name, self.path, "flush", e) or error from e
 
     @property
     def bulk_loading(self) -> bool:
@@ -252,7 +262,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         try:
             Checkpoint(db).create_checkpoint(str(dest_dir))
         except Exception as e:
-            raise StoreError(f"checkpoint of store {self.name!r} into {dest_dir} failed: {e}") from e
+            error = StoreError(f"checkpoint of store {self.name!r} into {dest_dir} failed: {e}")
+            raise no_room(self.name, dest_dir, "checkpoint", e) or error from e
         return dest_dir
 
     def ingest(self, sst_files: Sequence[Path], move: bool = True) -> None:
@@ -268,7 +279,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             db.ingest_external_file([str(path) for path in sst_files], options)
         except Exception as e:
             names = ", ".join(str(path) for path in sst_files)
-            raise StoreError(f"store {self.name!r} at {self.path}: cannot ingest {names}: {e}") from e
+            error = StoreError(f"store {self.name!r} at {self.path}: cannot ingest {names}: {e}")
+            raise no_room(self.name, self.path, "ingest", e) or error from e
 
     def close(self) -> None:
         db = self._db
@@ -278,10 +290,13 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             iterator.invalidate()
         self._db = None
         self._get = self._put = self._delete = self._raise_closed
-        if self._bulk_load:
-            self._bulk_load = False
-            db.flush(True)  # writes outside the log survive only once in an SST
-        db.close()
+        try:
+            if self._bulk_load:
+                self._bulk_load = False
+                db.flush(True)  # writes outside the log survive only once in an SST
+            db.close()
+        except Exception as e:
+            self._raise_write_failure("close", e)
 
     def _open_db(self) -> Rdict:
         db = self._db
@@ -291,6 +306,13 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
 
     def _raise_closed(self, *_: object) -> NoReturn:
         raise StoreClosedError(self.name)
+
+    def _raise_write_failure(self, action: str, error: Exception) -> NoReturn:
+        """Raises `StoreDiskFullError` for a write refused for want of room, else `error` as it was."""
+        full = no_room(self.name, self.path, action, error)
+        if full is None:
+            raise error
+        raise full from error
 
     def _track(self, iterator: "_RocksIterator") -> "_RocksIterator":
         self._iterators.add(iterator)
