@@ -41,7 +41,7 @@ BUFFERED_MESSAGES = "samsa_eos_buffered_messages"
 # costs the container: each scrape renders every metric, the consumer lag gauges included.)
 SCRAPE_S = 0.2
 SINK_POLL_S = 0.1
-_STARTED = re.compile(r"samsa\.deploy\.local: started container \S+ \(pid (\d+)\)")
+_STARTED = re.compile(r"samsa\.deploy\.local: started container \S+ \(pid (\d+)[,)]")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 
 
@@ -68,6 +68,14 @@ def produce_lines(bootstrap: str, topic: str, lines: list[str], partitions: int)
         producer.flush()
     finally:
         producer.close()
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22); None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class Feeder(threading.Thread):
@@ -168,7 +176,8 @@ class Job:
         self.verbose = verbose
         self.job_file = job_file
         self.running_at: float | None = None  # the first container's "running tasks" line
-        self.containers: list[int] = []  # their pids, from the supervisor's "started container" lines
+        # Their pids and start times, from the supervisor's "started container" lines.
+        self.containers: list[tuple[int, int | None]] = []
         self.log: deque[str] = deque(maxlen=300)
         cmd = [sys.executable, "-m", "samsa.cli", "run", str(job_file)]
         self.proc = subprocess.Popen(
@@ -183,7 +192,8 @@ class Job:
             if self.running_at is None and " running tasks " in line:
                 self.running_at = time.monotonic()
             elif started := _STARTED.search(line):
-                self.containers.append(int(started.group(1)))
+                pid = int(started.group(1))
+                self.containers.append((pid, _start_time(pid)))
             self.log.append(line)
             if self.verbose:
                 print(f"    [{self.name}] {line}", end="")
@@ -205,15 +215,11 @@ class Job:
         return rc
 
     def live_containers(self) -> list[int]:
-        """The pids of this job's containers still running (checked by command line: pids get reused)."""
-        live = []
-        for pid in self.containers:
-            try:
-                if str(self.job_file).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    live.append(pid)
-            except OSError:
-                pass  # gone
-        return live
+        """The pids of this job's containers still running (checked by start time: pids get reused, and a
+        container forked by the fork server has the server's command line)."""
+        return [
+            pid for pid, started in self.containers if started is not None and _start_time(pid) == started
+        ]
 
     def where(self) -> str:
         """Each live container's Python stacks (py-spy dump, when installed next to this interpreter)."""

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from samsa.deploy.exceptions import ForkServerError
@@ -62,8 +63,10 @@ class ForkedProcess:
         self._orphaned = True
 
     def poll(self) -> int | None:
-        if self.returncode is None and self._orphaned and not _alive(self.pid):
-            self._set_exit(1)  # its status went with the server: counted as a crash
+        if self.returncode is None and self._orphaned:
+            status = _orphan_status(self.pid)
+            if status is not None:
+                self._set_exit(status)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -89,14 +92,28 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def _orphan_status(pid: int) -> int | None:
+    """The exit status of a container whose fork server is gone, None while it runs. Re-parented to this
+    process (a supervisor running as pid 1, or a subreaper), it is reaped here with its own status;
+    re-parented elsewhere, its status is lost with the server and counts as a crash (1) once it has
+    exited (a zombie its new parent has not reaped yet counts as exited)."""
+    try:
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not this process's child
+    else:
+        return None if reaped == 0 else os.waitstatus_to_exitcode(status)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return 1
     except PermissionError:
-        return True  # the pid was taken by another user's process: ours is gone, but say alive, as unsure
-    return True
+        return 1  # the pid is another user's process now: ours is gone
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None  # no /proc: alive as far as can be told
+    return 1 if state in ("Z", "X") else None
 
 
 class ForkServer:
@@ -150,13 +167,25 @@ class ForkServer:
             raise ForkServerError(str(unsafe))
 
     def spawn(
-        self, entry: str, argv: Sequence[str], env: Mapping[str, str], sys_path: Sequence[str] = ()
+        self,
+        entry: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        sys_path: Sequence[str] = (),
+        name: str = "",
     ) -> ForkedProcess:
         """Forks a process that calls `entry` ("module:function", its result the exit status) with
-        `sys.argv[1:] = argv` and `env` added to its environment; its stdout and stderr go to the returned
-        process's `stdout`."""
+        `sys.argv[1:] = argv` and `env` added to its environment, named `samsa-c<name>` (`ps -e`); its
+        stdout and stderr go to the returned process's `stdout`."""
         self.wait_ready()
-        request = {"op": "spawn", "entry": entry, "argv": [*argv], "env": {**env}, "path": [*sys_path]}
+        request = {
+            "op": "spawn",
+            "entry": entry,
+            "argv": [*argv],
+            "env": {**env},
+            "path": [*sys_path],
+            "name": name,
+        }
         read_end, write_end = os.pipe()
         try:
             with self._lock:
@@ -214,6 +243,7 @@ class ForkServer:
         except OSError:
             pass  # closed by close()
         finally:
+            self._process.poll()  # reaped if it died (a zombie otherwise, for as long as the supervisor runs)
             with self._state:
                 self._gone = True
                 for child in self._children.values():
@@ -274,6 +304,11 @@ def _preload(modules: Sequence[str], warm_s3: bool) -> str | None:
 def _serve(sock: socket.socket) -> int | None:
     """Forks a child per spawn request until the supervisor closes its end; returns None there. In a
     child, runs its entry and never returns (SystemExit with the entry's status)."""
+    # A stop reaches every process of a job at once (systemd's control-group kill, `kill -TERM -<pgid>`):
+    # the server outlives its containers so that their exit statuses reach the supervisor; it ends when the
+    # supervisor closes its end.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -320,7 +355,11 @@ def _child(request: dict[str, Any], output: int) -> None:
     """In a forked child: becomes the container's process, as a fresh interpreter would be, and runs it."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has them
     os.setsid()
+    with contextlib.suppress(OSError):  # its name in `ps -e`, `top`: its command line is the server's
+        Path("/proc/self/comm").write_text(f"samsa-c{request.get('name', '')}"[:15])
     os.dup2(output, 1)
     os.dup2(output, 2)
     os.close(output)

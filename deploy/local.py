@@ -124,7 +124,9 @@ class LocalSupervisor:
             try:
                 # Its parent is the fork server: the container's orphan watch looks at that one, which
                 # exits when this supervisor is gone.
-                child.process = server.spawn("samsa.cli:main", argv, {SUPERVISOR_PID_ENV: str(server.pid)})
+                child.process = server.spawn(
+                    "samsa.cli:main", argv, {SUPERVISOR_PID_ENV: str(server.pid)}, name=child.container_id
+                )
             except ForkServerError as e:
                 log.warning("%s; containers start as fresh interpreters from now on", e)
                 self._stop_fork_server()
@@ -305,7 +307,11 @@ def stop_when_orphaned(stop: Callable[[], None], poll_s: float = _ORPHAN_POLL_S)
     def watch() -> None:
         while os.getppid() == supervisor:
             time.sleep(poll_s)
-        log.warning("the supervisor (pid %d) is gone; stopping gracefully", supervisor)
+        log.warning(
+            "the supervisor is gone (this container's parent, pid %d: the supervisor or its fork server); "
+            "stopping gracefully",
+            supervisor,
+        )
         stop()
 
     thread = threading.Thread(target=watch, name="samsa-supervisor-watch", daemon=True)

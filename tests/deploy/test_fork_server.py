@@ -20,7 +20,7 @@ from moto_server import FAKE_ENVIRONMENT
 
 from samsa.deploy import local
 from samsa.deploy.exceptions import ForkServerError
-from samsa.deploy.fork_server import ForkServer
+from samsa.deploy.fork_server import ForkServer, _orphan_status
 from samsa.deploy.local import CONTAINER_MODULES, LocalSupervisor
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
@@ -42,7 +42,7 @@ def server() -> Iterator[ForkServer]:
 
 
 def _spawn(server: ForkServer, entry: str, *argv: str, **env: str) -> Any:
-    return server.spawn(f"fork_entries:{entry}", argv, env, sys_path=[SUPPORT])
+    return server.spawn(f"fork_entries:{entry}", argv, env, sys_path=[SUPPORT], name="7")
 
 
 def test_a_forked_process_gets_its_arguments_environment_and_output(server: ForkServer) -> None:
@@ -55,6 +55,7 @@ def test_a_forked_process_gets_its_arguments_environment_and_output(server: Fork
     assert seen["ppid"] == server.pid and seen["pid"] == process.pid
     assert seen["sid"] == process.pid, "a session of its own: a terminal's Ctrl-C reaches only the supervisor"
     assert seen["preloaded"], "the container runtime came loaded from the server"
+    assert seen["comm"] in (None, "samsa-c7"), "named after its container in `ps -e`, `top`"
     assert second == "to stderr", "stderr goes to the same pipe"
     assert "FORK_TEST" not in os.environ
 
@@ -83,6 +84,49 @@ def test_a_server_whose_supervisor_left_while_it_loaded_exits_quietly() -> None:
     server = ForkServer(CONTAINER_MODULES, False, _env())
     server.close()  # before it was ready: a job refused at its preparation
     assert server._process.returncode == 0, "no BrokenPipeError when it said it was ready"
+
+
+def test_a_stop_sent_to_every_process_at_once_leaves_the_server_to_report_the_statuses(
+    server: ForkServer,
+) -> None:
+    # systemd's control-group kill: SIGTERM to the supervisor, the server and the containers together.
+    process = _spawn(server, "sleep")
+    assert process.stdout.readline() == b"sleeping\n"
+    os.kill(server.pid, signal.SIGTERM)
+    os.kill(server.pid, signal.SIGINT)
+    os.kill(process.pid, signal.SIGTERM)
+    assert process.wait(10) == -signal.SIGTERM, "the status came from the server, not lost with it"
+    assert not server.gone
+
+
+def test_a_container_reparented_to_the_supervisor_is_reaped_with_its_own_status() -> None:
+    # A supervisor running as pid 1 (a container image's entrypoint) inherits the orphans of a dead server.
+    child = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    deadline = time.monotonic() + 10
+    status = None
+    while status is None and time.monotonic() < deadline:
+        status = _orphan_status(child.pid)
+        time.sleep(0.01)
+    assert status == 3
+
+
+def test_a_container_left_a_zombie_of_another_parent_counts_as_exited() -> None:
+    # `sh` runs a child it never waits for: once that child exits, it is a zombie until sh ends.
+    holder = subprocess.Popen(
+        ["sh", "-c", "sleep 0 & echo $!; exec sleep 30"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        zombie = int(holder.stdout.readline())
+        deadline = time.monotonic() + 10
+        status = None
+        while status is None and time.monotonic() < deadline:
+            status = _orphan_status(zombie)
+            time.sleep(0.01)
+        assert status == 1, "exited (its status is its parent's to read): counted as a crash"
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_signal_ends_a_forked_process_as_it_ends_a_popen_one(server: ForkServer) -> None:

@@ -14,14 +14,14 @@ from samsa.stores.blobstore import s3
 def test_a_worker_warmed_for_an_s3_job_makes_its_clients_from_the_parsed_models(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(s3, "_warm_session", None)
+    monkeypatch.setattr(s3, "_warm_loader", None)
     spark._import_container_runtime(False, 0)
-    assert s3._warm_session is None, "nothing parsed for a job without S3"
+    assert s3._warm_loader is None, "nothing parsed for a job without S3"
     spark._import_container_runtime(True, 0)
-    assert s3._warm_session is not None
+    assert s3._warm_loader is not None
     client = s3.make_client("http://127.0.0.1:9", "us-east-1")
     try:
-        assert client._loader is s3._warm_session._loader  # type: ignore[attr-defined]
+        assert client._loader is s3._warm_loader  # type: ignore[attr-defined]
     finally:
         client.close()
 

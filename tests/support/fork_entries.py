@@ -6,6 +6,12 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
+
+
+def _comm() -> str | None:
+    comm = Path("/proc/self/comm")
+    return comm.read_text().strip() if comm.exists() else None
 
 
 def report() -> int:
@@ -19,6 +25,7 @@ def report() -> int:
                 "sid": os.getsid(0),
                 "pid": os.getpid(),
                 "preloaded": "samsa.runtime.container" in sys.modules,
+                "comm": _comm(),
             }
         ),
         flush=True,
@@ -38,7 +45,7 @@ def s3_client() -> int:
     from samsa.stores.blobstore import s3
 
     client = s3.make_client("http://127.0.0.1:9", "us-east-1")
-    warm = s3._warm_session is not None and client._loader is s3._warm_session._loader  # type: ignore[attr-defined]
+    warm = s3._warm_loader is not None and client._loader is s3._warm_loader  # type: ignore[attr-defined]
     print(json.dumps({"warm": warm}), flush=True)
     client.close()
     return 0
