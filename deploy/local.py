@@ -95,6 +95,7 @@ class LocalSupervisor:
         #: found before the containers start.
         self.config_error = False
         self._fork_server: ForkServer | None = None
+        self._fork_failed = False  # a spawn failed: the fork server forks no more
 
     def stop(self) -> None:
         """Graceful stop of every container (signal-handler safe)."""
@@ -119,7 +120,7 @@ class LocalSupervisor:
     def _spawn(self, child: _Child) -> None:
         argv = ["run", "--container-id", child.container_id, "--from-supervisor", *self._container_args]
         how = "forked"
-        if self._fork_server is not None:
+        if self._fork_server is not None and not self._fork_failed:
             server = self._fork_server
             try:
                 # Its parent is the fork server: the container's orphan watch looks at that one, which
@@ -129,7 +130,9 @@ class LocalSupervisor:
                 )
             except ForkServerError as e:
                 log.warning("%s; containers start as fresh interpreters from now on", e)
-                self._stop_fork_server()
+                # Kept until the job ends all the same: the containers it forked are its children, and
+                # they stop when it goes (their orphan watch looks at it).
+                self._fork_failed = True
         if child.process is None:
             how = "fresh interpreter"
             # Own session: a terminal's Ctrl-C reaches only the supervisor, which stops containers in order.

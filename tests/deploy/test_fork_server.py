@@ -210,8 +210,35 @@ def test_the_supervisor_starts_fresh_interpreters_when_the_fork_server_cannot_se
     monkeypatch.setattr(local.subprocess, "Popen", _Popen)
     supervisor._spawn(local._Child("0", local.RestartBudget(1)))
     assert _Popen.started and _Popen.started[0][1:4] == ["-m", "samsa.cli", "run"]
-    assert supervisor._fork_server is None, "given up for the rest of the run"
+    assert supervisor._fork_failed, "given up for the rest of the run"
+    _Popen.started = []
+    supervisor._spawn(local._Child("1", local.RestartBudget(1)))
+    assert len(_Popen.started) == 1, "the next container too"
+    supervisor._stop_fork_server()
     assert "threads after loading" in caplog.text and "fresh interpreters" in caplog.text
+
+
+def test_a_failed_fork_leaves_the_containers_the_server_forked_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ForkServer
+) -> None:
+    supervisor = LocalSupervisor(_job(tmp_path), [])
+    supervisor._fork_server = server
+    running = _spawn(server, "sleep")
+    assert running.stdout.readline() == b"sleeping\n"
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ForkServerError("the fork server could not fork: [Errno 11] Resource temporarily unavailable")
+
+    monkeypatch.setattr(server, "spawn", refused)
+    _Popen.started = []
+    monkeypatch.setattr(local.subprocess, "Popen", _Popen)
+    supervisor._spawn(local._Child("1", local.RestartBudget(1)))
+    assert _Popen.started, "the container that could not be forked started as a fresh interpreter"
+    assert not server.gone, "the server is kept: the containers it forked are its children"
+    with pytest.raises(subprocess.TimeoutExpired):
+        running.wait(0.5)  # still running
+    running.kill()
+    assert running.wait(10) == -signal.SIGKILL
 
 
 def test_the_fork_server_gets_the_containers_malloc_settings(
