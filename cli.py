@@ -71,12 +71,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
     from samsa.deploy.local import install_stop_handlers, stop_when_orphaned, unless_stopped
+    from samsa.deploy.restarts import ORPHANED_EXIT
     from samsa.runtime.container import Container, container_lock
     from samsa.runtime.coordinator import JobCoordinator
     from samsa.runtime.state import early_s3_client
 
     container: Container | None = None
     stop_requested = False
+    orphaned = False
 
     def stop() -> None:
         nonlocal stop_requested
@@ -84,10 +86,15 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         if container is not None:
             container.stop()
 
+    def stop_orphaned() -> None:
+        nonlocal orphaned
+        orphaned = True
+        stop()
+
     # Set before the container exists: a stop while it starts ends the start instead of killing the process.
     install_stop_handlers(stop)
     if args.from_supervisor:
-        stop_when_orphaned(stop)  # a supervisor killed with -9 leaves no orphan running
+        stop_when_orphaned(stop_orphaned)  # a supervisor killed with -9 leaves no orphan running
     held = None
     if not args.from_supervisor:
         # Before the job is touched: a second start of a running container is refused without publishing
@@ -106,7 +113,7 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         )
         if stop_requested:
             log.info("container %s: stopped before it started", args.container_id)
-            return 0
+            return ORPHANED_EXIT if orphaned else 0
         if model is None:
             raise SamsaError(
                 "no job model was published; start the job with `samsa run` without --container-id"
@@ -124,9 +131,10 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         )
         if stop_requested:
             log.info("container %s: stopped before it started", args.container_id)
-            return 0
+            return ORPHANED_EXIT if orphaned else 0
         container.run()
-        return 0
+        # Stopped because its parent went: a supervisor that runs on (its fork server died) restarts it.
+        return ORPHANED_EXIT if orphaned else 0
     finally:
         if s3_client is not None:
             s3_client.discard()  # nothing once the container's restore took it

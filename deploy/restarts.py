@@ -26,6 +26,9 @@ ALREADY_RUNNING_EXIT = 80
 # stream's record yielding nothing to store, a record without the exactly-once header on an intermediate
 # stream. Its offset is not checkpointed, so every restart meets the same record: a supervisor ends the job.
 BAD_RECORD_EXIT = 65
+# Exit status of a container that stopped because its parent went away (sysexits' EX_TEMPFAIL): its
+# supervisor killed, or the supervisor's fork server gone while the supervisor runs on (it restarts it).
+ORPHANED_EXIT = 75
 #: Exit statuses of a container that a restart cannot mend, with what a supervisor says before it stops.
 NO_RESTART = {
     CONFIG_ERROR_EXIT: "stopped on a configuration error (its log above says what to fix); a restart would "

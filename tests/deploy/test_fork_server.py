@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from background import wait_for
+from container_pids import container_pids
 from count_job import WORDS, final_counts, s3_counts_job
 from moto_server import FAKE_ENVIRONMENT
 
@@ -296,3 +298,70 @@ def test_a_supervised_s3_job_restores_on_a_new_host_through_forked_containers(
     for output in outputs:
         assert output.count(", forked)") == 1, output  # one container, forked by the fork server
     assert "restored" in outputs[1]
+
+
+_AS_SUBREAPER = """
+import ctypes, os, sys
+# The orphans of its descendants come to it, as to a supervisor running as pid 1 (PR_SET_CHILD_SUBREAPER,
+# kept across exec).
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+    raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+os.execv(sys.executable, [sys.executable, "-m", "samsa.cli", "run", sys.argv[1]])
+"""
+
+
+@pytest.mark.parametrize("reaper", [False, True], ids=["plain", "as-pid-1"])
+def test_the_job_goes_on_when_the_fork_server_dies(
+    job_config: Any,
+    topics: Any,
+    produce: Any,
+    read_topic: Any,
+    tmp_path: Path,
+    subprocess_env: dict[str, str],
+    reaper: bool,
+) -> None:
+    inp, out = topics(2), topics(1)
+    config = job_config(f"kafka.{inp}", out, **{"job.container.count": 2, "task.commit.ms": 500})
+    job = JobConfig(Config(config))
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(json.dumps(config))
+    command = [sys.executable, "-c", _AS_SUBREAPER] if reaper else [sys.executable, "-m", "samsa.cli", "run"]
+    with (tmp_path / "supervisor.log").open("w") as log:
+        supervisor = subprocess.Popen(
+            [*command, str(job_file)], env=subprocess_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(lambda: len(container_pids(job)) == 2, 60, "two containers")
+        produce(inp, [(str(i), str(i)) for i in range(100)])
+        wait_for(lambda: len(read_topic(out)) >= 100, 60, "the first outputs")
+        first = container_pids(job)
+        (server,) = {_parent(pid) for pid in first.values()}
+        os.kill(server, signal.SIGKILL)
+        wait_for(
+            lambda: (
+                len(container_pids(job)) == 2 and not set(container_pids(job).values()) & set(first.values())
+            ),
+            60,
+            "restarts",
+        )
+        produce(inp, [(str(i), str(i)) for i in range(100, 200)])
+        wait_for(
+            lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(200)},
+            60,
+            "every output",
+        )
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=60) == 0
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+    text = (tmp_path / "supervisor.log").read_text()
+    assert text.count("fresh interpreter)") == 2, text  # both restarted, as fresh interpreters
+    if reaper:
+        # Reaped by the supervisor with their own status: stopped as orphans, restarted.
+        assert text.count("exited with 75; restarting") == 2, text
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

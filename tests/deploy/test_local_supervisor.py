@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -12,21 +11,13 @@ from pathlib import Path
 
 import pytest
 from background import wait_for
+from container_pids import container_pids
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import client_config
 from samsa.streams import SystemStreamPartition
-
-
-def _pids(job: JobConfig) -> dict[str, int]:
-    out = {}
-    for f in pid_dir(job).glob("container-*.pid"):
-        with contextlib.suppress(ValueError, FileNotFoundError):
-            out[f.stem] = int(f.read_text())
-    return out
 
 
 def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
@@ -45,12 +36,14 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
+        wait_for(lambda: len(container_pids(job)) == 2, 60, "two containers")
         produce(inp, [(str(i), str(i)) for i in range(400)])
         wait_for(lambda: len(read_topic(out)) >= 100, 60, "first outputs")
-        victim_name, victim = sorted(_pids(job).items())[0]
+        victim_name, victim = sorted(container_pids(job).items())[0]
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: _pids(job).get(victim_name, victim) != victim, 60, "the restarted container")
+        wait_for(
+            lambda: container_pids(job).get(victim_name, victim) != victim, 60, "the restarted container"
+        )
         produce(inp, [(str(i), str(i)) for i in range(400, 600)])
         wait_for(
             lambda: {r[3] for r in read_topic(out)} >= {str(i).encode() for i in range(600)},
@@ -72,7 +65,7 @@ def test_kill_9_of_a_container_is_restarted_and_no_input_is_lost(
     checkpoints = manager.read_last()
     committed = sum(o for cp in checkpoints.values() for o in cp.offsets.values())
     assert committed == 600
-    assert not _pids(job), "containers removed their pid files"
+    assert not container_pids(job), "containers removed their pid files"
 
 
 @pytest.mark.parametrize("fork_server", ["true", "false"])

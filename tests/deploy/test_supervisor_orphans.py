@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from background import wait_for
+from container_pids import container_pids
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.deploy.local import SUPERVISOR_PID_ENV, stop_when_orphaned
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.container import pid_dir
 from samsa.runtime.coordinator import client_config
 
 
@@ -38,14 +38,6 @@ def test_a_container_whose_supervisor_is_gone_is_stopped(monkeypatch: pytest.Mon
 def test_a_container_run_alone_watches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SUPERVISOR_PID_ENV, raising=False)
     assert stop_when_orphaned(lambda: None) is None
-
-
-def _pids(job: JobConfig) -> dict[str, int]:
-    out = {}
-    for f in pid_dir(job).glob("container-*.pid"):
-        with contextlib.suppress(ValueError, FileNotFoundError):
-            out[f.stem] = int(f.read_text())
-    return out
 
 
 def _gone(pid: int) -> bool:
@@ -75,8 +67,8 @@ def test_kill_9_of_the_supervisor_stops_its_containers_with_a_final_commit(
         )
         containers: dict[str, int] = {}
         try:
-            wait_for(lambda: len(_pids(job)) == 2, 60, "two containers")
-            containers = _pids(job)
+            wait_for(lambda: len(container_pids(job)) == 2, 60, "two containers")
+            containers = container_pids(job)
             manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
             produce(inp, [(str(i), str(i)) for i in range(200)])
             wait_for(lambda: len(read_topic(out)) >= 200, 60, "every input processed")
@@ -87,7 +79,7 @@ def test_kill_9_of_the_supervisor_stops_its_containers_with_a_final_commit(
             for pid in containers.values():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-    assert not _pids(job), "the containers removed their pid files (a graceful stop)"
+    assert not container_pids(job), "the containers removed their pid files (a graceful stop)"
     # The final commits (task.commit.ms is a minute away) checkpointed everything the containers processed.
     wait_for(
         lambda: sum(o for cp in manager.read_last().values() for o in cp.offsets.values()) == 200,
