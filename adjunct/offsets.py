@@ -55,7 +55,7 @@ def write_offsets(
     if build is not None:
         # An added field, not a new schema version: an older Samsa still reads the offsets (as before).
         payload["build"] = dict(build)
-    write_checked_json(store_dir / OFFSETS_FILE, payload)
+    write_checked_json(store_dir / OFFSETS_FILE, payload, store=store_dir.name)
 
 
 def touch_offsets(store_dir: Path) -> None:

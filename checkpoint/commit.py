@@ -314,8 +314,9 @@ class TaskCommitManager:
         except CheckpointFencedError as e:
             self._failure = e  # not an error of this commit: a newer start took over, the container says so
         except StoreClosedError as e:
-            # Only the container's stop closes a store: one stopping after a failure (or crashing) closes
-            # them under the commit in flight. A consequence of that failure, which the container reports.
+            # Only the container's stop closes a store: one crashing closes them under the commit in flight,
+            # one stopping after a failure under a commit still running past its bounded wait for it
+            # (`ContainerState.settle_commits`). A consequence of that failure, which the container reports.
             log.warning(
                 "task %s: commit abandoned: store %r was closed under it as the container stops (the cause "
                 "is reported on its own); nothing of this commit was checkpointed",
@@ -367,6 +368,17 @@ class TaskCommitManager:
         """The async phase's failure the next commit will raise (None: none), for a container stopping
         after another failure to tell its cause."""
         return self._failure
+
+    def settle(self, timeout_s: float, within_timeout: bool = True) -> bool:
+        """Waits up to `timeout_s` (and, `within_timeout`, no later than task.commit.timeout.ms after it
+        began) for the async phase in flight to end; True once none runs. Its failure is not raised."""
+        future = self._in_flight
+        if future is None or future.done():
+            return True
+        if within_timeout:
+            timeout_s = min(timeout_s, self._deadline - time.monotonic())
+        # Never `result()`: a deferring executor's queued work would run here.
+        return not wait_futures([future], timeout=max(0.0, timeout_s)).not_done
 
     def close(self, timeout_s: float = 0.0) -> None:
         """Closes the backup managers once the async phase in flight (if any) has ended, waiting up to

@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 FORMATS = ("parquet", "csv", "json")
 # A partition's done file: written by its Spark task once its SST and changelog records are durable.
 _DONE_SUFFIX = ".done.json"
+# What to do when the staging dir's disk is full (an SST file's `StoreDiskFullError`).
+_STAGING_FIX = (
+    "Free space there, or point --staging (by default under job.logged.store.base.dir) at a disk with "
+    "room, then run the bootstrap again: nothing was installed"
+)
 # Longest row shown in an error message.
 _ROW_TEXT = 300
 
@@ -250,10 +255,11 @@ def write_partition(
     try:
         if producer is not None and plan.changelog is not None:
             topic, send = plan.changelog[1], producer.send
-            rows = write_sst(sst, counted.also(lambda k, v: send(topic, v, k, partition)))
+            sent = counted.also(lambda k, v: send(topic, v, k, partition))
+            rows = write_sst(sst, sent, store=plan.store, fix=_STAGING_FIX)
             producer.flush()
         else:
-            rows = write_sst(sst, counted)
+            rows = write_sst(sst, counted, store=plan.store, fix=_STAGING_FIX)
     finally:
         if producer is not None:
             producer.close()

@@ -86,6 +86,10 @@ _LOOK_EVERY_S = 0.1
 # How long closing producers may flush: a normal stop waits for every output; after a failure, briefly.
 _FLUSH_ON_STOP_S = 60.0
 _FLUSH_AFTER_FAILURE_S = 5.0
+# How much of task.shutdown.ms a failing container waits for its commits in flight before it closes their
+# stores: the rest of its stop (the tasks' close, the producers' flush, abandoned blob requests) must fit in
+# it too, as a supervisor stopping the job kills a container that takes longer.
+_SETTLE_SHARE = 0.5
 # How long a fenced container waits for the newer start's name for its error (the lookup's own bound is 5 s).
 _NAMING_WAIT_S = 6.0
 
@@ -1056,12 +1060,23 @@ class Container:
         return None
 
     def _fail(self) -> None:
-        """A failure is on its way up: close the tasks and the clients quietly."""
+        """A failure is on its way up: close the tasks and the clients quietly, the stores once the commits
+        in flight have ended (or been abandoned): closed under one, they would fail it."""
         try:
+            self._settle_commits()
             self._close_tasks(quietly=True)
         finally:
             self._bootstrapped()
             self._release(failed=True)
+
+    def _settle_commits(self) -> None:
+        """Waits for the commits in flight to end, or abandons them, within a share of task.shutdown.ms."""
+        if self._state is None:
+            return
+        try:
+            self._state.settle_commits(self.job.shutdown_ms * _SETTLE_SHARE / 1000)
+        except Exception as e:  # the failure on its way up is the cause: this one is told, not raised
+            log.warning("while waiting for the commits in flight after a failure: %r", e)
 
     def crash(self) -> None:
         """Dies in place like kill -9 (for the deterministic scheduler, and when fenced; idempotent): no

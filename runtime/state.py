@@ -239,6 +239,7 @@ class ContainerState:
         #: The exactly-once state the task's commit in progress checkpoints.
         self.pending_eos: dict[str, EosState] = {}
         self._changelogs_checked = False
+        self._blobs_abandoned = False  # `settle_commits` (after a failure) may abandon them before `close`
 
     def check_changelogs(self, checkpoints: Mapping[str, AnyCheckpoint]) -> None:
         """Refuses the start (`ChangelogMovedError`) while a store's changelog was changed in the config and
@@ -439,6 +440,32 @@ class ContainerState:
     def has_durable_stores(self) -> bool:
         return any(b.durable for b in self.storage.store_backends.values())
 
+    def settle_commits(self, timeout_s: float) -> None:
+        """After a failure, before the stores close: queued async phases are dropped, and running ones
+        waited for up to `timeout_s` (each within its task.commit.timeout.ms), then abandoned (their blob
+        requests stop retrying) and waited for until they notice. Each ends with its checkpoint written, or
+        failed with nothing checkpointed; one still running then meets its stores closed (a warning)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        started = time.monotonic()
+        deadline = started + timeout_s
+        running = [
+            manager
+            for manager in self.commit_managers.values()
+            if not manager.settle(max(0.0, deadline - time.monotonic()))
+        ]
+        if running and self._blob_factory is not None and not self._blobs_abandoned:
+            self._blobs_abandoned = True
+            self._blob_factory.close(abandon=True)
+            deadline = time.monotonic() + ABANDON_WAIT_S
+            running = [m for m in running if not m.settle(max(0.0, deadline - time.monotonic()), False)]
+        for manager in running:
+            log.warning(
+                "task %s: its commit is still running %.1f s after the failure (the wait is bounded by "
+                "task.shutdown.ms); its stores are closed under it, and nothing of it is checkpointed",
+                manager.task_name,
+                time.monotonic() - started,
+            )
+
     def close(self, abandon: bool = False) -> None:
         """Waits for the commit in flight (a graceful stop's final commit), then releases the backends.
         `abandon` (after a failure): queued commits and requests are dropped and blob requests stop retrying
@@ -448,8 +475,9 @@ class ContainerState:
         next start."""
         self._pool.shutdown(wait=not abandon, cancel_futures=abandon)
         deadline = time.monotonic() + ABANDON_WAIT_S
-        if abandon and self._blob_factory is not None:
+        if abandon and self._blob_factory is not None and not self._blobs_abandoned:
             # First: the abandon is what ends the async phases waiting on blob requests.
+            self._blobs_abandoned = True
             self._blob_factory.close(abandon=True)
         for manager in self.commit_managers.values():
             # Before the changelog factory closes the watermark clients an async phase may still use.
@@ -467,7 +495,7 @@ class ContainerState:
         as after kill -9)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         closers: list[Callable[[], None]] = []
-        if self._blob_factory is not None:
+        if self._blob_factory is not None and not self._blobs_abandoned:
             # Abandoned, as a killed process's would be: with the blob store down, a graceful close would
             # wait out the retries (blobstore.retry.max.duration.ms) of a fenced container's uploads.
             closers.append(partial(self._blob_factory.close, abandon=True))

@@ -8,6 +8,7 @@ checkpoint is copied back into the store dir instead of replaying the whole chan
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -108,10 +109,11 @@ def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str]) -> None
     write_checked_json(dir / MARKER_FILE, payload)
 
 
-def write_checked_json(target: Path, payload: dict[str, Any]) -> None:
+def write_checked_json(target: Path, payload: dict[str, Any], store: str | None = None) -> None:
     """Atomically writes `payload` with a CRC32 of its canonical form: temp file, fsync, rename, dir fsync.
 
-    A reader (`read_checked_json`) then sees the old file or the new one, never a torn one.
+    A reader (`read_checked_json`) then sees the old file or the new one, never a torn one. A disk without
+    room raises `StoreDiskFullError` naming `store` (the store the file belongs to) and `target`.
     """
     document = {**payload, "crc32": _crc32(payload)}
     tmp = target.with_name(f"{target.name}.tmp")
@@ -123,7 +125,9 @@ def write_checked_json(target: Path, payload: dict[str, Any]) -> None:
         os.replace(tmp, target)
         fsync_dir(target.parent)
     except OSError as e:
-        raise no_room(None, target, "write", e) or StoreError(f"cannot write {target}: {e}") from e
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a partial write holds room that a full disk needs back
+        raise no_room(store, target, "write", e) or StoreError(f"cannot write {target}: {e}") from e
 
 
 def read_checked_json(path: Path) -> tuple[str, dict[str, Any] | None, float]:

@@ -14,6 +14,14 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_ROOM_TEXTS = tuple(os.strerror(n) for n in _NO_ROOM)
 
 
+# What to do about a full disk under the store dirs (`StoreDiskFullError`'s `fix` names another dir's key).
+STORE_DIR_FIX = (
+    "Free space there, or move job.logged.store.base.dir (or job.non-logged.store.base.dir, for stores "
+    "without a changelog or backup) to a disk with room, then restart: the container resumes from its last "
+    "checkpoint, and nothing checkpointed is lost"
+)
+
+
 class StoreError(SamsaError):
     """Base class of store errors; also raised as is for engine I/O failures (open, flush, checkpoint)."""
 
@@ -22,7 +30,9 @@ class StoreDiskFullError(StoreError):
     """A store's write failed because its disk is full (ENOSPC), over quota (EDQUOT) or past a file-size
     limit (EFBIG): not the task's fault, and a restart mends it once there is room."""
 
-    def __init__(self, store: str | None, path: Path, action: str, error: BaseException) -> None:
+    def __init__(
+        self, store: str | None, path: Path, action: str, error: BaseException, fix: str = STORE_DIR_FIX
+    ) -> None:
         self.store = store
         self.path = path
         self.free_bytes = free_bytes(path)
@@ -30,9 +40,7 @@ class StoreDiskFullError(StoreError):
         of_store = f"store {store!r} at " if store else ""
         super().__init__(
             f"disk full: {of_store}{path}: {action} failed for want of room ({error}); {free} bytes free "
-            "on that disk. Free space there, or move job.logged.store.base.dir (or "
-            "job.non-logged.store.base.dir, for stores without a changelog or backup) to a disk with room, "
-            "then restart: the container resumes from its last checkpoint, and nothing checkpointed is lost"
+            f"on that disk. {fix}"
         )
 
 
@@ -46,12 +54,14 @@ def is_disk_full(error: BaseException) -> bool:
     return any(reason in text for reason in _NO_ROOM_TEXTS)
 
 
-def no_room(store: str | None, path: Path, action: str, error: BaseException) -> StoreDiskFullError | None:
+def no_room(
+    store: str | None, path: Path, action: str, error: BaseException, fix: str = STORE_DIR_FIX
+) -> StoreDiskFullError | None:
     """`error` as a `StoreDiskFullError` when it is for want of room (None when not): for `raise no_room(..)
     or StoreError(..) from error` where the store layer wraps an engine's or a file write's failure."""
     if isinstance(error, StoreDiskFullError):
         return error
-    return StoreDiskFullError(store, path, action, error) if is_disk_full(error) else None
+    return StoreDiskFullError(store, path, action, error, fix) if is_disk_full(error) else None
 
 
 def disk_full_cause(error: BaseException) -> StoreDiskFullError | None:

@@ -22,7 +22,7 @@ from rocksdict import (
 )
 
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore, ReplayedSnapshot
-from samsa.stores.exceptions import StoreClosedError, StoreError, no_room
+from samsa.stores.exceptions import STORE_DIR_FIX, StoreClosedError, StoreError, no_room
 from samsa.stores.rocksdb_options import RocksDbMemory, RocksDbOptions
 
 _COMPRESSION: dict[str, Callable[[], DBCompressionType]] = {
@@ -370,19 +370,25 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
 
 
 def write_sst(
-    path: Path, entries: Iterable[tuple[bytes, bytes]], options: RocksDbOptions | None = None
+    path: Path,
+    entries: Iterable[tuple[bytes, bytes]],
+    options: RocksDbOptions | None = None,
+    store: str | None = None,
+    fix: str = STORE_DIR_FIX,
 ) -> int:
     """Writes `entries` (keys strictly ascending, bytewise) into a new SST file at `path` for
-    `RocksDbStore.ingest`; returns how many. No entries: no file (RocksDB cannot finish an empty one).
+    `RocksDbStore.ingest` (of `store`); returns how many. No entries: no file (RocksDB cannot finish an
+    empty one).
 
-    A key out of order or repeated raises `StoreError` naming it and the file, and leaves no file.
+    A key out of order or repeated raises `StoreError` naming it and the file, and leaves no file; so does
+    a disk without room (`StoreDiskFullError`, whose message ends with `fix`).
     """
     opts = Options(raw_mode=True)
     opts.set_compression_type(_COMPRESSION[(options or RocksDbOptions()).compression]())
     writer = SstFileWriter(opts)
     count, last = 0, None
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         for key, value in entries:
             if count == 0:
                 writer.open(str(path))
@@ -394,9 +400,16 @@ def write_sst(
             count += 1
         if count:
             writer.finish()
-    except BaseException:
+    except BaseException as e:
+        # Dropped now, not when the traceback goes: the writer holds the file open (its room, on a full disk).
+        del writer
         path.unlink(missing_ok=True)
-        raise
+        # rocksdict raises bare Exception with RocksDB's status text; the entries' own errors go up as is.
+        engine = type(e) is Exception or isinstance(e, OSError)
+        full = no_room(store, path, "write SST file", e, fix) if engine else None
+        if full is None:
+            raise
+        raise full from e
     return count
 
 

@@ -34,6 +34,7 @@ from samsa.stores.blobstore.requests import (
     new_blob_id,
 )
 from samsa.stores.checkpoint_dirs import fsync_dir
+from samsa.stores.exceptions import no_room
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,6 +43,12 @@ _log = logging.getLogger(__name__)
 
 SIDECAR_SUFFIX = ".meta.json"
 TEMP_SUFFIX = ".part"
+# What to do when the blob store dir's disk is full (a put's `StoreDiskFullError`).
+_BLOB_DIR_FIX = (
+    "Free space there, or point blobstore.local.dir (by default <job.logged.store.base.dir>/blobstore) at a "
+    "disk with room, moving its contents along, then restart: the container resumes from its last "
+    "checkpoint, and nothing checkpointed is lost"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +157,8 @@ class LocalDirBlobStore(ExecutorBlobStore):
             if not path.exists():
                 sidecar.unlink(missing_ok=True)
             if isinstance(exc, OSError):
-                raise BlobStoreError(
+                action = f"put of {metadata.describe()} as blob {blob_id}"
+                raise no_room(metadata.store_name, self._root, action, exc, _BLOB_DIR_FIX) or BlobStoreError(
                     f"put of {metadata.describe()} as blob {blob_id} in {self._root} failed: {exc}; check "
                     "the source file and that the blob store dir is writable and has space"
                 ) from exc

@@ -43,6 +43,7 @@ from samsa.stores.blobstore.index import DirIndex, FileBlob, FileIndex, FileMeta
 from samsa.stores.blobstore.safety import child
 from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.checkpoint_dirs import fsync_dir
+from samsa.stores.exceptions import no_room
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
@@ -168,10 +169,17 @@ class BlobTransfer:
 
         try:
             batch.wait(done)
+            for d in [*reversed(dirs), target.parent]:
+                fsync_dir(d)
         except _Stopped:
             raise RestoreInterrupted(base.task_name, base.store_name, None) from None
-        for d in [*reversed(dirs), target.parent]:
-            fsync_dir(d)
+        except Exception as e:
+            # A download's write refused for want of room: a plain OSError (S3) or the local store's
+            # BlobStoreError. Told as the full disk under the store dir, not as a blob-store failure.
+            full = no_room(base.store_name, target, "restore from the blob store", e)
+            if full is None or full is e:
+                raise
+            raise full from e
         log.debug(
             "restored %d files (%d bytes) of %s into %s in %.2f s",
             len(files),
