@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
 import threading
@@ -14,7 +15,7 @@ from samsa.deploy.control import ControlServer, new_secret
 from samsa.deploy.exceptions import SparkError
 from samsa.deploy.local import unless_stopped
 from samsa.deploy.partition_watch import PartitionWatch, restarts_on_change
-from samsa.deploy.restarts import NO_RESTART, RESTART_WINDOW_S, RestartBudget
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, NO_RESTART, RESTART_WINDOW_S, RestartBudget
 from samsa.deploy.spark import Spark, TaskPlace, default_master, spark_conf
 from samsa.deploy.spark_task import ContainerLaunch, ContainerOutcome, run_container
 from samsa.runtime.config.job import JobConfig
@@ -77,6 +78,8 @@ class SparkSupervisor:
         self._slots: list[_Slot] = []
         self.control: ControlServer | None = None
         self.failed = False
+        #: A container stopped on a configuration error: exit status 2, as under the local supervisor.
+        self.config_error = False
         self.model: JobModel | None = None
 
     def stop(self) -> None:
@@ -124,7 +127,7 @@ class SparkSupervisor:
             control.close()
             if owned:
                 spark.stop()
-        return 1 if self.failed else 0
+        return 2 if self.config_error else 1 if self.failed else 0
 
     def _next_model(self, control: ControlServer) -> JobModel | None:
         """The new job model to restart with (published as at any start), its containers welcome on the
@@ -212,8 +215,15 @@ class SparkSupervisor:
                     preferred,
                 )
                 self._note_place(spark, slot)
-                log.info("container %s ended (epoch %d)", slot.container_id, slot.outcome.epoch)
-                return
+                if not slot.outcome.lost_driver or self._stopping:
+                    log.info("container %s ended (epoch %d)", slot.container_id, slot.outcome.epoch)
+                    return
+                # It stopped for want of word from this driver (stalled past the heartbeat timeout, or cut
+                # off from its executor), not because it was done: it is started again, as after a failure.
+                slot.error = (
+                    f"it stopped after no word from the driver for {self.job.heartbeat_timeout_ms} ms "
+                    "(deploy.spark.heartbeat.timeout.ms): the driver was stalled or cut off from its executor"
+                )
             except SparkError as e:
                 self._note_place(spark, slot)
                 slot.error = self._last_error(slot, e)
@@ -229,6 +239,7 @@ class SparkSupervisor:
                         slot.error,
                     )
                     self.failed = True
+                    self.config_error = self.config_error or unmendable == CONFIG_ERROR_EXIT
                     self._stopping = True
                     return
                 if self._stopping:
@@ -271,7 +282,7 @@ class SparkSupervisor:
         report = self.control.reports().get(slot.container_id)
         if report is not None and report.state == "failed" and report.detail:
             return report.detail
-        return str(error).splitlines()[0] if str(error) else type(error).__name__
+        return spark_reason(str(error)) or type(error).__name__
 
     def _unmendable(self, slot: _Slot) -> int | None:
         """The exit status its last attempt reported for a failure that a restart cannot mend, if any."""
@@ -314,6 +325,24 @@ class SparkSupervisor:
         for slot in self._slots:
             if slot.thread is not None:
                 slot.thread.join(_JOB_END_SLACK_S)
+
+
+# The Py4J wrapper line every failed Spark job's error starts with; the reason is on the lines after it.
+_PY4J_CALL = re.compile(r"^An error occurred while calling \S+$")
+_SPARK_EXCEPTION = re.compile(r"^:?\s*(?:org\.apache\.spark\.)?SparkException:\s*")
+_REASON_CHARS = 400
+
+
+def spark_reason(text: str) -> str:
+    """The useful line of a Spark job's failure (`Job aborted due to stage failure: ... Lost executor ...`),
+    not Py4J's wrapper line; shortened."""
+    lines = [
+        line.strip() for line in text.splitlines() if line.strip() and not _PY4J_CALL.match(line.strip())
+    ]
+    if not lines:
+        return ""
+    reason = _SPARK_EXCEPTION.sub("", lines[0].lstrip(": "))
+    return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
 
 
 def run_spark(

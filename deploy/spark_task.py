@@ -46,6 +46,9 @@ class ContainerOutcome:
     container_id: str
     epoch: int
     caught_up: bool
+    #: It stopped because it heard nothing from the driver for deploy.spark.heartbeat.timeout.ms: a driver
+    #: that runs on (it was stalled, or cut off from this executor) starts it again.
+    lost_driver: bool = False
 
 
 def run_container(launch: ContainerLaunch) -> ContainerOutcome:
@@ -79,6 +82,7 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
     )
     # Made while the driver is reached and the container starts: off the restore's path (see Container).
     s3_client = early_s3_client(job)
+    lost = threading.Event()
     try:
         epoch = client.connect(timeout_s=job.heartbeat_timeout_ms / 1000)
         model = JobModel.from_json(launch.model_json).container(launch.container_id)
@@ -93,6 +97,7 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
                 )
                 container.fence("the driver started this container again (newer epoch)")
             elif reason == "lost":
+                lost.set()
                 log.error(
                     "container %s: no word from the driver for %d ms (deploy.spark.heartbeat.timeout.ms); "
                     "stopping so that no orphan keeps consuming",
@@ -116,7 +121,7 @@ def run_container(launch: ContainerLaunch) -> ContainerOutcome:
         if main:
             signal.signal(signal.SIGINT, previous)
     client.close("stopped")
-    return ContainerOutcome(launch.container_id, epoch, caught_up)
+    return ContainerOutcome(launch.container_id, epoch, caught_up, lost.is_set())
 
 
 def _log_to_stderr(container_id: str, level: int) -> None:

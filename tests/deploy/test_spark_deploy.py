@@ -179,7 +179,7 @@ def test_a_container_failing_on_a_config_error_ends_the_job_without_a_restart(
     produce(words, [("k", "1")])
     supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
     started = time.monotonic()
-    assert supervisor.run() == 1
+    assert supervisor.run() == 2, "a configuration error: exit status 2, as under the local supervisor"
     assert time.monotonic() - started < 60
     slot = supervisor.slots[0]
     assert slot.starts == 1, "a config error was restarted"
