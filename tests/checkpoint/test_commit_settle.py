@@ -4,55 +4,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
-from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
+from held_commits import HeldCommits, held_commit_manager
+
 from samsa.stores.rocksdb import RocksDbStore
-from samsa.stores.snapshot_gate import SnapshotGate
 from samsa.streams import SystemStreamPartition
 
 SSP = SystemStreamPartition("kafka", "in", 0)
 
 
-class GatedCommits(ThreadPoolExecutor):
-    """A commit pool whose async phases start once `go` is set."""
-
-    def __init__(self) -> None:
-        super().__init__(1, "commit")
-        self.go = threading.Event()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        def gated() -> Any:
-            self.go.wait(10)
-            return fn(*args, **kwargs)
-
-        return super().submit(gated)
-
-
-def _manager(store: RocksDbStore, pool: GatedCommits, timeout_ms: int) -> tuple[TaskCommitManager, list[Any]]:
-    written: list[CommitResult] = []
-    durable = DurableStore(store, store.path, (), True, SnapshotGate(store))
-    manager = TaskCommitManager(
-        "Partition 0",
-        flush_outputs=lambda: None,
-        flush_stores=lambda: None,
-        durable_stores={"counts": durable},
-        backup_managers={},
-        write_checkpoint=written.append,
-        executor=pool,
-        max_delay_ms=60_000,
-        timeout_ms=timeout_ms,
-    )
-    return manager, written
-
-
 def test_settle_waits_for_the_commit_in_flight_to_end_and_write_its_checkpoint(tmp_path: Path) -> None:
     store = RocksDbStore(tmp_path / "counts", name="counts")
-    pool = GatedCommits()
-    manager, written = _manager(store, pool, 60_000)
+    pool = HeldCommits()
+    manager, written = held_commit_manager(store, pool, 60_000)
     assert manager.settle(0.0), "nothing in flight"
     assert manager.commit({SSP: 3})
     assert not manager.settle(0.2), "ended while held"
@@ -65,8 +30,8 @@ def test_settle_waits_for_the_commit_in_flight_to_end_and_write_its_checkpoint(t
 
 def test_settle_waits_no_longer_than_the_commit_timeout_unless_told(tmp_path: Path) -> None:
     store = RocksDbStore(tmp_path / "counts", name="counts")
-    pool = GatedCommits()
-    manager, written = _manager(store, pool, 300)
+    pool = HeldCommits()
+    manager, written = held_commit_manager(store, pool, 300)
     assert manager.commit({SSP: 3})
     started = time.monotonic()
     assert not manager.settle(10)

@@ -4,59 +4,25 @@ full disk: told as a consequence, or in one line, never as an ERROR of its own; 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
+from held_commits import HeldCommits, held_commit_manager
 
-from samsa.checkpoint.commit import CommitFailedError, CommitResult, DurableStore, TaskCommitManager
+from samsa.checkpoint.commit import CommitFailedError
 from samsa.stores.exceptions import StoreDiskFullError
 from samsa.stores.rocksdb import RocksDbStore
-from samsa.stores.snapshot_gate import SnapshotGate
 from samsa.streams import SystemStreamPartition
 
 SSP = SystemStreamPartition("kafka", "in", 0)
-
-
-class HeldCommits(ThreadPoolExecutor):
-    """A commit pool whose async phases start once `go` is set (a slow commit thread)."""
-
-    def __init__(self) -> None:
-        super().__init__(1, "commit")
-        self.go = threading.Event()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        def held() -> Any:
-            self.go.wait(10)
-            return fn(*args, **kwargs)
-
-        return super().submit(held)
-
-
-def _manager(store: RocksDbStore, pool: HeldCommits, written: list[CommitResult]) -> TaskCommitManager:
-    durable = DurableStore(store, store.path, (), True, SnapshotGate(store))
-    return TaskCommitManager(
-        "Partition 0",
-        flush_outputs=lambda: None,
-        flush_stores=lambda: None,
-        durable_stores={"counts": durable},
-        backup_managers={},
-        write_checkpoint=written.append,
-        executor=pool,
-        max_delay_ms=60_000,
-        timeout_ms=5_000,
-    )
 
 
 def test_a_store_closed_under_the_commit_is_told_as_a_consequence(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = RocksDbStore(tmp_path / "counts", name="counts")
-    pool, written = HeldCommits(), []
-    manager = _manager(store, pool, written)
+    pool = HeldCommits()
+    manager, written = held_commit_manager(store, pool)
     caplog.set_level(logging.WARNING, logger="samsa.checkpoint.commit")
     assert manager.commit({SSP: 1})
     store.close()  # the container stopping after its task failed (a full disk, say)
@@ -75,8 +41,8 @@ def test_a_full_disk_in_the_async_phase_fails_the_next_commit_with_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = RocksDbStore(tmp_path / "counts", name="counts")
-    pool, written = HeldCommits(), []
-    manager = _manager(store, pool, written)
+    pool = HeldCommits()
+    manager, written = held_commit_manager(store, pool)
     full = StoreDiskFullError("counts", store.path, "flush", Exception("IO error: No space left on device"))
 
     def no_space() -> None:
