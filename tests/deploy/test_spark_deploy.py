@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from background import MINIMAL_JOB, Background, wait_for
@@ -19,6 +20,7 @@ from count_job import WORDS, count_job, final_counts, run_cli
 from topic_growth import grow, produce_new
 
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.deploy.control import ControlServer
 from samsa.deploy.spark import Spark
 from samsa.deploy.spark_supervisor import SparkSupervisor, spark_conf
 from samsa.kafka import KafkaConsumer
@@ -300,3 +302,56 @@ def test_a_job_with_durable_stores_on_spark_stops_failed_when_an_input_grows(
 def test_warming_workers_for_an_s3_job_runs_on_spark(spark: Spark) -> None:
     # The warm-up's function travels to the workers with its argument (pickled), imports boto3 there.
     spark.warm_up(2, warm_s3=True)
+
+
+def test_a_container_that_lost_a_stalled_driver_is_started_again_and_counts_stay_exact(
+    spark, job_config, topics, produce, read_topic, changelog, monkeypatch: pytest.MonkeyPatch
+):
+    # The driver stalls past the heartbeat timeout (a VM freeze, an overloaded host): its control server
+    # answers nothing for a while. The container stops, its task ends without an error; the driver runs on.
+    stall_until = [0.0]
+    handle = ControlServer._handle
+
+    def stalling(self: ControlServer, *args: Any) -> Any:
+        while time.monotonic() < stall_until[0]:
+            time.sleep(0.05)
+        return handle(self, *args)
+
+    monkeypatch.setattr(ControlServer, "_handle", stalling)
+    words, out = topics(1), topics(1)
+    config = count_job(
+        job_config,
+        words,
+        out,
+        **{
+            "stores.counts.changelog": f"kafka.{changelog}",
+            "task.commit.ms": "300",
+            "deploy.spark.heartbeat.timeout.ms": "1500",
+        },
+    )
+    supervisor = SparkSupervisor(JobConfig(Config(config)), spark=spark)
+    run = Background(supervisor.run)
+    try:
+        wait_for(_running(supervisor, 1), 60, "a running container")
+        first = _words(100)
+        produce(words, first)
+        wait_for(lambda: len(read_topic(out)) >= 100, 60, "first outputs")
+        stall_until[0] = time.monotonic() + 4
+        wait_for(
+            lambda: (
+                supervisor.control is not None
+                and supervisor.control.reports()["0"].epoch > 1
+                and supervisor.control.reports()["0"].state == "running"
+            ),
+            60,
+            "container 0 started again under a new epoch",
+        )
+        second = _words(100, seed=5)
+        produce(words, second)
+        truth = dict(Counter(k for k, _ in first + second))
+        wait_for(lambda: final_counts(read_topic(out)) == truth, 60, "exact counts after the stall")
+    finally:
+        supervisor.stop()
+        run.join(60)
+    assert run.error is None and run.result == 0
+    assert supervisor.slots[0].starts == 2
