@@ -347,9 +347,8 @@ class TaskCommitManager:
             markers = {
                 b: result.markers[b][name] for b in store.backends if name in result.markers.get(b, {})
             }
-            write_marker(
-                checkpoint_dir(store.store_dir, str(result.checkpoint_id)), str(result.checkpoint_id), markers
-            )
+            checkpoint_id = str(result.checkpoint_id)
+            write_marker(checkpoint_dir(store.store_dir, checkpoint_id), checkpoint_id, markers, store=name)
 
     def _raise_failure(self, release: bool = False) -> None:
         failure, self._failure = self._failure, None

@@ -91,10 +91,11 @@ def create_checkpoint(engine: object, store_dir: Path, checkpoint_id: str) -> Pa
     return engine.checkpoint(checkpoint_dir(store_dir, checkpoint_id))
 
 
-def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str]) -> None:
+def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str], store: str | None = None) -> None:
     """Atomically write `dir`/CHECKPOINT-V2 with the checkpoint id and each backend's marker.
 
-    `dir` must exist: a marker alone in a new dir would pass for a checkpoint without any data.
+    `dir` must exist: a marker alone in a new dir would pass for a checkpoint without any data. A disk
+    without room raises `StoreDiskFullError` naming `store`, the store whose checkpoint dir `dir` is.
     """
     if not dir.is_dir():
         raise StoreError(
@@ -106,7 +107,7 @@ def write_marker(dir: Path, checkpoint_id: str, markers: dict[str, str]) -> None
         "checkpoint-id": checkpoint_id,
         "markers": dict(markers),
     }
-    write_checked_json(dir / MARKER_FILE, payload)
+    write_checked_json(dir / MARKER_FILE, payload, store)
 
 
 def write_checked_json(target: Path, payload: dict[str, Any], store: str | None = None) -> None:

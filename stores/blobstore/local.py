@@ -43,7 +43,7 @@ _log = logging.getLogger(__name__)
 
 SIDECAR_SUFFIX = ".meta.json"
 TEMP_SUFFIX = ".part"
-# What to do when the blob store dir's disk is full (a put's `StoreDiskFullError`).
+# What to do when the blob store dir's disk is full (a `StoreDiskFullError` of a put, remove_ttl or init).
 _BLOB_DIR_FIX = (
     "Free space there, or point blobstore.local.dir (by default <job.logged.store.base.dir>/blobstore) at a "
     "disk with room, moving its contents along, then restart: the container resumes from its last "
@@ -125,7 +125,9 @@ class LocalDirBlobStore(ExecutorBlobStore):
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise BlobStoreError(f"cannot create the blob store dir {self._root}: {exc}") from exc
+            # No store named: the dir holds every store's blobs (a disk out of inodes refuses even a dir).
+            full = no_room(None, self._root, "create the blob store dir", exc, _BLOB_DIR_FIX)
+            raise full or BlobStoreError(f"cannot create the blob store dir {self._root}: {exc}") from exc
 
     def _path(self, blob_id: str) -> Path:
         path = self._root / check_blob_id(blob_id)
@@ -220,8 +222,13 @@ class LocalDirBlobStore(ExecutorBlobStore):
         content["expires-at"] = None
         try:
             _write_json_atomically(sidecar, content)
+            # The rename made durable: a power loss that brought the expiring sidecar back would let gc
+            # delete a blob the committed checkpoint names.
+            fsync_dir(sidecar.parent)
         except OSError as exc:
-            raise BlobStoreError(
+            # The sidecar is rewritten whole: a full disk refuses it like a put (the old one stays).
+            action = f"remove_ttl of blob {blob_id} ({metadata.describe()}) writing its TTL sidecar"
+            raise no_room(metadata.store_name, self._root, action, exc, _BLOB_DIR_FIX) or BlobStoreError(
                 f"remove_ttl of blob {blob_id} ({metadata.describe()}) failed writing {sidecar}: {exc}"
             ) from exc
 

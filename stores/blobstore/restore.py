@@ -175,7 +175,7 @@ class BlobStoreRestoreManager:
                 for backend, stores in self.context.checkpoint_markers.items()
                 if store in stores
             }
-            write_marker(local, checkpoint_id, markers)
+            write_marker(local, checkpoint_id, markers, store=store)
         if reused and not tail:
             restore_store_dir(local, store_dir)
         for other_id, path in list_checkpoint_dirs(store_dir):

@@ -5,6 +5,7 @@ tiny tmpfs, or (where none can be mounted) in a subprocess under RLIMIT_FSIZE:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -118,6 +119,20 @@ def small_disk(root: Path) -> Iterator[Path | None]:
         yield disk
     finally:
         subprocess.run(["umount", str(disk)], check=True, timeout=30)
+
+
+def take_the_room(filler: Path, most: int | None = None) -> None:
+    """Writes `filler` until the tmpfs it lies on (one `small_disk` mounted) has no room left, or `most`
+    bytes are written."""
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for _ in range(most // 4096) if most is not None else iter(int, 1):
+            os.write(fd, bytes(4096))
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
 
 
 def fill(place: str, root: Path) -> tuple[str, str, Path]:

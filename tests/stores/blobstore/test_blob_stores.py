@@ -266,6 +266,23 @@ def test_local_sidecar_records_the_ttl(local: LocalDirBlobStore, clock: Clock) -
     )
 
 
+def test_local_remove_ttl_makes_the_sidecar_rename_durable(
+    local: LocalDirBlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A power loss after remove_ttl must not bring the expiring sidecar back (gc would then delete a blob
+    # the committed checkpoint names): its directory is fsynced once the new sidecar is in place.
+    blob_id = local_put(local, b"12345")
+    synced: list[tuple[Path, bool]] = []
+    sidecar = local.root / (blob_id + SIDECAR_SUFFIX)
+
+    def fsync_dir(dir: Path) -> None:
+        synced.append((dir, json.loads(sidecar.read_text())["expires-at"] is None))
+
+    monkeypatch.setattr("samsa.stores.blobstore.local.fsync_dir", fsync_dir)
+    local.remove_ttl(blob_id, metadata("f.sst")).result()
+    assert synced == [(sidecar.parent, True)]
+
+
 def test_local_gc_removes_expired_uncommitted_blobs_only(local: LocalDirBlobStore, clock: Clock) -> None:
     committed = local_put(local, b"keep me")
     local.remove_ttl(committed, metadata()).result()
