@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from samsa.exactly_once.changelog import ChangelogReader
 from samsa.exactly_once.protocol import RestoreCommand, classify_message
@@ -70,6 +70,9 @@ _READ_BATCH = 10_000  # records per read when reading results back
 _PURE_SERDES = (BytesSerde, StringSerde, JsonSerde, IntegerSerde, LongSerde)
 #: A record as the feed appends it: key, value, timestamp (ms), headers.
 _Fed = tuple[bytes | None, bytes | None, int, Headers | None]
+#: A topic of the test: the in-memory URL of its cluster, and its name.
+_Topic = tuple[str, str]
+_K = TypeVar("_K")
 
 
 def _release(containers: dict[str, Container], state_dir: Path, own_dir: bool) -> None:
@@ -117,6 +120,10 @@ class _Input:
     items: list[tuple[Any, int | None]]
     #: Keys and values are bytes sent as they are (add_input(raw=True)), not through the stream's serdes.
     raw: bool = False
+    #: The system the test named (add_input(system=...)), or None: the job's input of that name.
+    system: str | None = None
+    #: The topic it went to, once fed.
+    topic: _Topic | None = None
 
 
 @dataclass
@@ -136,21 +143,24 @@ class TestResult:
     def __init__(self, runner: TestRunner) -> None:
         self._runner = runner
 
-    def messages(self, stream: str, partition: int | None = None, raw: bool = False) -> list[Message]:
+    def messages(
+        self, stream: str, partition: int | None = None, raw: bool = False, system: str | None = None
+    ) -> list[Message]:
         """Every message of `stream` (of one partition, or all in partition order), deserialized, as a
         Samsa reader sees it (an exactly-once job's control records and voided versions left out). `raw`:
         every committed record as it is on the topic, keys and values as bytes (a dead-letter stream's
-        always are)."""
-        return self._runner.read_stream(stream, partition, raw)
+        always are). `system`: the stream's system; None means the job's stream of that name (an input,
+        output, changelog), else the stream on the default system."""
+        return self._runner.read_stream(stream, partition, raw, system)
 
-    def output(self, stream: str, partition: int | None = None) -> list[Any]:
+    def output(self, stream: str, partition: int | None = None, system: str | None = None) -> list[Any]:
         """The values sent to `stream` (of one partition, or all in partition order)."""
-        return [m.value for m in self.messages(stream, partition)]
+        return [m.value for m in self.messages(stream, partition, system=system)]
 
-    def output_by_partition(self, stream: str) -> dict[int, list[Any]]:
+    def output_by_partition(self, stream: str, system: str | None = None) -> dict[int, list[Any]]:
         """Partition -> the values sent to it."""
         out: dict[int, list[Any]] = {}
-        for m in self.messages(stream):
+        for m in self.messages(stream, system=system):
             assert m.partition is not None
             out.setdefault(m.partition, []).append(m.value)
         return out
@@ -177,9 +187,19 @@ class TestRunner:
         self._task = task
         self._config: dict[str, str] = {}
         self._inputs: list[_Input] = []
-        self._outputs: dict[str, int] = {}
-        #: Stream -> its partition count, as the test's first add_input or add_output of it gave it.
-        self._partitions: dict[str, int] = {}
+        #: add_output's streams and counts, by (system as the test named it or None, stream).
+        self._outputs: dict[tuple[str | None, str], int] = {}
+        #: add_input's counts before the job is built (its clusters are known then), keyed as _outputs.
+        self._asked: dict[tuple[str | None, str], int] = {}
+        #: Topic -> its partition count, as the test's first add_input or add_output of it gave it (from
+        #: the job's build on).
+        self._partitions: dict[_Topic, int] = {}
+        #: System -> the in-memory URL of its cluster (systems of equal bootstrap.servers share one), from
+        #: the job's build on: the config, which names the clusters, may come after add_input.
+        self._urls: dict[str, str] = {}
+        self._opened: set[str] = set()  # the cluster URLs set up for the test (_open_cluster)
+        #: The job's streams a result names without a system: inputs, outputs, changelogs, dead letters.
+        self._named: tuple[SystemStream, ...] = ()
         self._stores: dict[str, _StoreInit] = {}
         self._namespace = f"testrunner-{uuid.uuid4().hex[:12]}"
         self._own_dir = state_dir is None
@@ -202,14 +222,8 @@ class TestRunner:
         self._closed = False
         # A runner dropped without close() (`result = TestRunner.of(...).run()`) still releases its stores.
         self._finalizer = weakref.finalize(self, _release, self._containers, self._state_dir, self._own_dir)
-        # Its in-memory system goes once neither the runner nor a result of it is left (results read from
-        # it, after close() too): else every runner of a test session would keep all its records.
-        weakref.finalize(self, forget, self._bootstrap)
-        # Like a Kafka broker's default (auto.create.topics.enable), a stream the task sends to without
-        # the test declaring it is made with one partition: a result names the streams the job wrote.
-        auto_create_topics(self._bootstrap, partitions=1)
-        # Records sent without a timestamp (inputs, outputs) take the job's clock: the same in every run.
-        use_clock(self._bootstrap, self._clock)
+        # The default system's cluster; the job's other clusters get theirs when it is built.
+        self._open_cluster(self._bootstrap)
 
     # -- building the test -------------------------------------------------------------------------
     @classmethod
@@ -241,6 +255,7 @@ class TestRunner:
         messages: Iterable[Any] | Mapping[int, Iterable[Any]],
         partitions: int | None = None,
         raw: bool = False,
+        system: str | None = None,
     ) -> TestRunner:
         """Messages of an input stream. A list or generator of items (read now): an item is a `Message`, a
         (key, value) tuple, or a bare value that is also its key (so equal items share a partition, as on a
@@ -249,17 +264,29 @@ class TestRunner:
         (default: 1, or the dict's highest partition + 1), later ones may leave it out. Between runs too:
         the next run() processes what was added. `raw`: keys and values are bytes (or None), sent as they
         are instead of through the stream's serdes (a malformed record, to test
-        task.deserialization.error.policy)."""
+        task.deserialization.error.policy). `system`: the system of the stream (one of the job's); None
+        means the job's input of that name, else the stream on the default system."""
         self._usable("add_input()")
-        if self._job is not None and stream not in (consumed := {s.stream for s in self._job.inputs}):
-            raise TestRunnerError(self._not_consumed(stream, consumed) + "; nothing of it was added")
+        if self._job is None:  # its topic is known once the job is built: its count is kept by name
+            key = (system, stream)
+            known = self._asked.get(key) or self._outputs.get(key)
+        else:
+            topic = self._topic(self._input_stream(self._job, stream, system))
+            if topic not in {self._topic(ss) for ss in self._job.inputs}:
+                raise TestRunnerError(
+                    self._not_consumed(self._job, stream, system) + "; nothing of it was added"
+                )
+            known = self._partitions.get(topic)
         if isinstance(messages, Mapping):
             batch = [(item, p) for p, items in sorted(messages.items()) for item in items]
-            wanted = partitions or self._partitions.get(stream) or max(messages, default=0) + 1
+            wanted = partitions or known or max(messages, default=0) + 1
         else:
             batch = [(item, None) for item in messages]
-            wanted = partitions or self._partitions.get(stream) or 1
-        count = self._declare(stream, wanted, "add_input")
+            wanted = partitions or known or 1
+        if self._job is None:
+            count = self._declare(self._asked, key, stream, wanted, "add_input")
+        else:
+            count = self._declare(self._partitions, topic, stream, wanted, "add_input")
         for n, (item, given) in enumerate(batch):
             part = given if given is not None else item.partition if isinstance(item, Message) else None
             if isinstance(item, tuple) and len(item) != 2:
@@ -272,17 +299,21 @@ class TestRunner:
                     f"add_input({stream!r}): item {n} is for partition {part}, but the stream has {count} "
                     f"partition(s); give partitions= at the stream's first add_input"
                 )
-        self._inputs.append(_Input(stream, count, batch, raw))
+        self._inputs.append(_Input(stream, count, batch, raw, system))
         return self
 
-    def add_output(self, stream: str, partitions: int = 1) -> TestRunner:
+    def add_output(self, stream: str, partitions: int = 1, system: str | None = None) -> TestRunner:
         """An output stream the task sends to, with its partition count (a stream the test does not
         declare is made with one partition when the task first sends to it). Before the first run() it
-        is added to task.outputs too (an exactly-once job must list every stream it sends to)."""
+        is added to task.outputs too (an exactly-once job must list every stream it sends to).
+        `system`: the system of the stream; None means the job's output of that name, else the stream on
+        the default system."""
         self._usable("add_output()")
-        self._outputs[stream] = self._declare(stream, partitions, "add_output")
-        if self._job is not None:
-            self._ensure_topics({stream: partitions})
+        if self._job is None:
+            self._declare(self._outputs, (system, stream), stream, partitions, "add_output")
+            return self
+        topic = self._topic(self._resolve(self._job, stream, system, self._job.outputs, "add_output"))
+        self._ensure_topics({topic: self._declare(self._partitions, topic, stream, partitions, "add_output")})
         return self
 
     def add_store(
@@ -302,8 +333,9 @@ class TestRunner:
         )
         return self
 
-    def _declare(self, stream: str, partitions: int, call: str) -> int:
-        known = self._partitions.setdefault(stream, partitions)
+    @staticmethod
+    def _declare(table: dict[_K, int], key: _K, stream: str, partitions: int, call: str) -> int:
+        known = table.setdefault(key, partitions)
         if known != partitions:
             raise TestRunnerError(
                 f"{call}({stream!r}, partitions={partitions}): the stream already has {known} partition(s) "
@@ -335,7 +367,8 @@ class TestRunner:
         first run()."""
         self._before_first_run("with_clock()")
         self._clock = clock
-        use_clock(self._bootstrap, clock)
+        for url in self._opened:
+            use_clock(url, clock)
         return self
 
     @property
@@ -425,30 +458,43 @@ class TestRunner:
         _, task, where, first, _ = step
         stream, _, partition = where.rpartition("#")
         doing = f"{task} was processing {stream!r} partition {partition} (a chunk from offset {first})"
-        log = broker(self._bootstrap)
-        written = sum(log.watermarks(stream, p)[1] for p in range(log.partitions(stream) or 0))
-        fed = sum(len(i.items) for n, i in enumerate(self._inputs) if i.stream == stream and n in self._fed)
+        # The step names no system: every input topic of that name (one, unless clusters repeat it).
+        inputs = [ss for ss in self._job.inputs if ss.stream == stream] if self._job is not None else []
+        topics = {self._topic(ss) for ss in inputs}
+        written = 0
+        for url, name in topics:
+            log = broker(url)
+            written += sum(log.watermarks(name, p)[1] for p in range(log.partitions(name) or 0))
+        fed = sum(len(i.items) for i in self._inputs if i.topic in topics)
         if written > fed:  # more records there than the test fed: the job writes to a stream it reads
             doing += f" (the job also sends to {stream!r}: a task sending to its own input forever?"
-            if len(self._job.systems if self._job is not None else ()) > 1:
+            clusters = {url for url, _ in topics}
+            shared = sorted(
+                {s for s, url in self._urls.items() if url in clusters} - {ss.system for ss in inputs}
+            )
+            if shared:
                 doing += (
-                    f" Or to {stream!r} on another system: the TestRunner makes every system one in-memory "
-                    "broker, where streams of one name are one topic"
+                    f" Or to {stream!r} on system {', '.join(map(repr, shared))}, of the same cluster (equal "
+                    "bootstrap.servers), where streams of one name are one topic"
                 )
             doing += ")"
         return doing
 
-    @staticmethod
-    def _transactional_inputs(job: JobConfig) -> list[str]:
-        """The job's inputs it also writes in transactions (exactly-once sinks it reads back)."""
+    def _transactional_inputs(self, job: JobConfig) -> list[_Topic]:
+        """The job's input topics it also writes in transactions (exactly-once sinks it reads back)."""
         if not job.exactly_once:
             return []
-        return [ss.stream for ss in job.inputs if ss in job.outputs and not job.intermediate(ss)]
+        sinks = {self._topic(ss) for ss in job.outputs if not job.intermediate(ss)}
+        return list(dict.fromkeys(t for t in map(self._topic, job.inputs) if t in sinks))
 
-    def _stable_offsets(self, streams: Sequence[str]) -> list[int]:
+    @staticmethod
+    def _stable_offsets(topics: Sequence[_Topic]) -> list[int]:
         """Each partition's last stable offset (up to which a read_committed consumer reads)."""
-        log = broker(self._bootstrap)
-        return [log.watermarks(s, p)[2] for s in streams for p in range(log.partitions(s) or 0)]
+        offsets: list[int] = []
+        for url, stream in topics:
+            log = broker(url)
+            offsets += [log.watermarks(stream, p)[2] for p in range(log.partitions(stream) or 0)]
+        return offsets
 
     def advance_time(self, ms: int, timeout: float = 30.0) -> TestResult:
         """Processes what is pending, then moves the job's clock `ms` forward and runs: due window and
@@ -549,13 +595,17 @@ class TestRunner:
     def _prepare(self) -> JobConfig:
         if self._job is not None:
             return self._job
+        systems = self._systems()
+        self._check_systems(systems)
+        self._urls = self._cluster_urls(systems)
+        for url in self._urls.values():
+            self._open_cluster(url)
         config = self._job_config()
         if "task.inputs" not in config:
             raise TestRunnerError(
                 "the job has no input: add_input(stream, messages) first, or set task.inputs in with_config"
             )
         job = JobConfig(Config(config))
-        self._check_one_broker(job)
         for name, init in self._stores.items():
             if name in job.adjunct_inputs and (init.initial or init.by_partition):
                 stream = job.adjunct_inputs[name].stream
@@ -565,76 +615,207 @@ class TestRunner:
                     "...)"
                 )
         self._check_consumed(job)
+        self._named = self._named_streams(job)
+        self._partitions = self._declared_counts(job)
         self._ensure_topics(self._job_streams(job))
         self._model = JobCoordinator(job).prepare()
         self._job = job
         return job
 
-    def _ensure_topics(self, partitions: Mapping[str, int]) -> None:
-        admin = KafkaAdmin({"bootstrap.servers": self._bootstrap})
-        try:
-            for stream, count in partitions.items():
-                admin.ensure_topic(stream, count)
-        finally:
-            admin.close()
+    def _ensure_topics(self, partitions: Mapping[_Topic, int]) -> None:
+        by_cluster: dict[str, dict[str, int]] = {}
+        for (url, stream), count in partitions.items():
+            by_cluster.setdefault(url, {})[stream] = count
+        for url, streams in by_cluster.items():
+            admin = KafkaAdmin({"bootstrap.servers": url})
+            try:
+                for stream, count in streams.items():
+                    admin.ensure_topic(stream, count)
+            finally:
+                admin.close()
 
-    def _check_one_broker(self, job: JobConfig) -> None:
-        """Raises when the job names one stream on two systems of different clusters: the test's one
-        in-memory broker would make them one topic (a mirror job would read its own output)."""
-        # Systems the config points at one cluster (equal bootstrap.servers) share their topics anyway.
-        cluster = {s: self._config.get(f"systems.{s}.bootstrap.servers") or s for s in job.systems}
-        seen: dict[str, SystemStream] = {}
-        for ss in (*job.inputs, *job.outputs, *changelogs(job, store_specs(job.config)).values()):
-            other = seen.setdefault(ss.stream, ss)
-            if cluster.get(ss.system, ss.system) != cluster.get(other.system, other.system):
+    # -- clusters ----------------------------------------------------------------------------------
+    def _systems(self) -> set[str]:
+        """The job's systems: those the config defines, and the default system."""
+        return {k.split(".")[1] for k in self._config if k.startswith("systems.")} | {self._default_system()}
+
+    def _cluster_urls(self, systems: Iterable[str]) -> dict[str, str]:
+        """System -> the in-memory URL of its cluster: the default system's cluster keeps the runner's
+        first URL, each other cluster gets one of its own."""
+        cluster = {system: self._cluster_id(system) for system in systems}
+        urls = {self._cluster_id(self._default_system()): self._bootstrap}
+        for system in sorted(cluster):
+            urls.setdefault(cluster[system], f"{self._bootstrap}-{len(urls)}")
+        return {system: urls[cluster[system]] for system in cluster}
+
+    def _cluster_id(self, system: str) -> tuple[str, ...]:
+        """What tells the system's cluster apart: its bootstrap servers (in any order), as the runtime
+        reads them; a system without any is a cluster of its own."""
+        prefix = f"systems.{system}."
+        keys = ("bootstrap.servers", "consumer.bootstrap.servers", "producer.bootstrap.servers")
+        servers = next(
+            (str(self._config[prefix + k]) for k in keys if _is_set(self._config.get(prefix + k))), ""
+        )
+        if not servers and self._config.get(prefix + "samza.factory") == "inmemory":
+            servers = f"inmemory://{system}"  # the in-memory system's default URL
+        if not servers:
+            return ("system", system)
+        return ("servers", *sorted({host.strip() for host in servers.split(",") if host.strip()}))
+
+    def _open_cluster(self, url: str) -> None:
+        """Sets up a cluster's in-memory system for the test (once), to go with the runner."""
+        if url in self._opened:
+            return
+        self._opened.add(url)
+        # Its in-memory system goes once neither the runner nor a result of it is left (results read from
+        # it, after close() too): else every runner of a test session would keep all its records.
+        weakref.finalize(self, forget, url)
+        # Like a Kafka broker's default (auto.create.topics.enable), a stream the task sends to without
+        # the test declaring it is made with one partition: a result names the streams the job wrote.
+        auto_create_topics(url, partitions=1)
+        # Records sent without a timestamp (inputs, outputs) take the job's clock: the same in every run.
+        use_clock(url, self._clock)
+
+    def _topic(self, ss: SystemStream) -> _Topic:
+        """The topic of a stream of the job: streams of one name on systems of one cluster share it."""
+        return (self._urls[ss.system], ss.stream)
+
+    def _resolve(
+        self, job: JobConfig, stream: str, system: str | None, among: Iterable[SystemStream], call: str
+    ) -> SystemStream:
+        """The stream a call of the test names: on `system` (one of the job's), else the one of that name
+        among `among` (the job's inputs, outputs...), else the stream on the default system."""
+        if system is not None:
+            if system not in self._urls:
+                raise TestRunnerError(self._unknown_system(call, stream, system, self._urls))
+            return SystemStream(system, stream)
+        found = [ss for ss in among if ss.stream == stream]
+        if len({self._urls[ss.system] for ss in found}) > 1:
+            systems = sorted({ss.system for ss in found})
+            raise TestRunnerError(
+                f"{call}({stream!r}): the job has stream {stream!r} on systems "
+                f"{' and '.join(map(repr, systems))}, of different clusters (bootstrap.servers), where they "
+                f"are different streams; say which with system=, e.g. {call}({stream!r}, ..., "
+                f"system={systems[0]!r})"
+            )
+        return found[0] if found else SystemStream(self._default_system(), stream)
+
+    def _input_stream(self, job: JobConfig, stream: str, system: str | None) -> SystemStream:
+        return self._resolve(job, stream, system, job.inputs, "add_input")
+
+    @staticmethod
+    def _unknown_system(call: str, stream: str, system: str, systems: Iterable[str]) -> str:
+        return (
+            f"{call}({stream!r}, system={system!r}): the job has no system {system!r} (its systems: "
+            f"{', '.join(sorted(systems))}); name one of them, or define systems.{system}.samza.factory in "
+            "with_config"
+        )
+
+    def _check_systems(self, systems: set[str]) -> None:
+        """Raises naming the first add_input or add_output whose system= is none of the job's; such inputs
+        are dropped and such outputs forgotten first, so the runner stays usable once the test fixes it."""
+        wrong: list[str] = []
+        for index, feed in enumerate(self._inputs):
+            if index not in self._fed and feed.system is not None and feed.system not in systems:
+                unknown = self._unknown_system("add_input", feed.stream, feed.system, systems)
+                wrong.append(unknown + "; nothing of it was sent (dropped)")
+                self._drop(index)
+        for system, stream in [key for key in self._outputs if key[0] is not None and key[0] not in systems]:
+            wrong.append(self._unknown_system("add_output", stream, str(system), systems) + "; it is dropped")
+            del self._outputs[system, stream]
+        if wrong:
+            raise TestRunnerError(wrong[0])
+
+    def _drop(self, index: int) -> None:
+        """Empties an input not yet fed: none of it is ever sent, nor checked again."""
+        feed = self._inputs[index]
+        self._inputs[index] = _Input(feed.stream, feed.partitions, [], feed.raw, feed.system)
+        self._fed.add(index)
+
+    def _named_streams(self, job: JobConfig) -> tuple[SystemStream, ...]:
+        """The job's streams a result may name without a system: inputs, outputs, changelogs, dead letters."""
+        logs = changelogs(job, store_specs(job.config)).values()
+        dead = [job.dlq_stream(ss.system) for ss in job.inputs] if job.deserialization_policy == "dlq" else []
+        return tuple(dict.fromkeys((*job.inputs, *job.outputs, *logs, *dead)))
+
+    def _declared_counts(self, job: JobConfig) -> dict[_Topic, int]:
+        """Topic -> the count the test's add_input and add_output gave it; two of them naming one topic
+        (one stream, or streams of one name on systems of one cluster) with other counts are an error."""
+        declared = [
+            (self._input_stream(job, feed.stream, feed.system), feed.partitions, "add_input")
+            for index, feed in enumerate(self._inputs)
+            if index not in self._fed
+        ]
+        declared += [
+            (self._resolve(job, stream, system, job.outputs, "add_output"), count, "add_output")
+            for (system, stream), count in self._outputs.items()
+        ]
+        counts: dict[_Topic, tuple[int, str]] = {}
+        for ss, count, call in declared:
+            known, by = counts.setdefault(self._topic(ss), (count, call))
+            if known != count:
                 raise TestRunnerError(
-                    f"stream {ss.stream!r} is on system {other.system!r} ({other}) and on system "
-                    f"{ss.system!r} ({ss}) of this job, which the TestRunner cannot tell apart: every system "
-                    "becomes one in-memory broker, where both are one topic (the job would read what it "
-                    "sends to the other). Give one of them another name in the test's config"
+                    f"{call}({ss.stream!r}, partitions={count}): {ss} is the topic that {by}({ss.stream!r}) "
+                    f"gave {known} partition(s) (one stream, or one name on systems of one cluster); give "
+                    "both the same count"
                 )
+        return {topic: count for topic, (count, _) in counts.items()}
 
-    def _job_streams(self, job: JobConfig) -> dict[str, int]:
-        """Stream -> partition count of every stream the job reads or writes, so a production config's
+    def _job_streams(self, job: JobConfig) -> dict[_Topic, int]:
+        """Topic -> partition count of every stream the job reads or writes, so a production config's
         streams that the test does not feed exist (empty), as on its cluster. A stream the test declared
         keeps its count; an unfed input gets the highest count among the test's inputs (co-partitioned
         with them, as a join's streams are), at least one past its highest broadcast partition; an
         undeclared output gets one partition."""
-        fed = {i.stream: i.partitions for i in self._inputs if i.stream in {s.stream for s in job.inputs}}
-        default = max(fed.values(), default=1)
-        broadcast: dict[str, int] = {}
+        live = [feed for index, feed in enumerate(self._inputs) if index not in self._fed]
+        fed = {self._topic(self._input_stream(job, feed.stream, feed.system)) for feed in live}
+        default = max((self._partitions[topic] for topic in fed), default=1)
+        broadcast: dict[_Topic, int] = {}
         for ssp in job.broadcast:
-            broadcast[ssp.stream] = max(broadcast.get(ssp.stream, 1), ssp.partition + 1)
-        for ss in job.inputs:
-            self._partitions.setdefault(ss.stream, max(default, broadcast.get(ss.stream, 1)))
-        for ss in job.outputs:
-            self._outputs.setdefault(ss.stream, self._partitions.setdefault(ss.stream, 1))
-        return {**{ss.stream: self._partitions[ss.stream] for ss in job.inputs}, **self._outputs}
+            topic = self._topic(ssp.system_stream)
+            broadcast[topic] = max(broadcast.get(topic, 1), ssp.partition + 1)
+        inputs = [self._topic(ss) for ss in job.inputs]
+        outputs = [self._topic(ss) for ss in job.outputs]
+        for topic in inputs:
+            self._partitions.setdefault(topic, max(default, broadcast.get(topic, 1)))
+        for topic in outputs:
+            self._partitions.setdefault(topic, 1)
+        return {topic: self._partitions[topic] for topic in (*inputs, *outputs)}
 
     def _check_consumed(self, job: JobConfig) -> None:
-        """Raises naming the first input of a stream the job does not consume; such inputs are dropped
-        first, so the runner stays usable once the test fixes the name."""
-        consumed = {s.stream for s in job.inputs}
+        """Raises naming the first input of a stream the job does not consume (or a name it has on two
+        clusters, without system=); such inputs are dropped first, so the runner stays usable once the test
+        fixes the name."""
+        consumed = {self._topic(ss) for ss in job.inputs}
         wrong: list[str] = []
         for index, feed in enumerate(self._inputs):
-            if index not in self._fed and feed.stream not in consumed:
-                wrong.append(feed.stream)
-                self._inputs[index] = _Input(feed.stream, feed.partitions, [])
-                self._fed.add(index)  # never sent, never checked again
+            if index in self._fed:
+                continue
+            try:
+                if self._topic(self._input_stream(job, feed.stream, feed.system)) in consumed:
+                    continue
+                wrong.append(self._not_consumed(job, feed.stream, feed.system))
+            except TestRunnerError as e:
+                wrong.append(str(e))
+            self._drop(index)
         if wrong:
-            raise TestRunnerError(
-                self._not_consumed(wrong[0], consumed) + "; nothing of it was sent (dropped)"
-            )
+            raise TestRunnerError(wrong[0] + "; nothing of it was sent (dropped)")
 
     @staticmethod
-    def _not_consumed(stream: str, consumed: Iterable[str]) -> str:
+    def _not_consumed(job: JobConfig, stream: str, system: str | None) -> str:
+        # Stream names alone while they tell the inputs apart.
+        by_name = system is None and len({ss.system for ss in job.inputs}) == 1
+        inputs = sorted({ss.stream if by_name else str(ss) for ss in job.inputs})
+        call = repr(stream) if system is None else f"{stream!r}, system={system!r}"
+        where = "" if system is None else f" on system {system!r}"
         return (
-            f"add_input({stream!r}): the job does not consume stream {stream!r} (its inputs: "
-            f"{', '.join(sorted(consumed))}); check the name, or add it to task.inputs"
+            f"add_input({call}): the job does not consume stream {stream!r}{where} (its inputs: "
+            f"{', '.join(inputs)}); check the name, or add it to task.inputs"
         )
 
     @property
     def _bootstrap(self) -> str:
+        """The in-memory URL of the default system's cluster."""
         return f"inmemory://{self._namespace}"
 
     def _default_system(self) -> str:
@@ -653,26 +834,10 @@ class TestRunner:
         config["job.logged.store.base.dir"] = str(self._state_dir / "state")
         config["job.non-logged.store.base.dir"] = str(self._state_dir / "state")
         config["blobstore.local.dir"] = str(self._state_dir / "blobstore")
-        if "task.inputs" not in config:
-            # An adjunct store's stream is read into its store, never by process(): not a task input.
-            adjunct = {
-                v.strip().split(".", 1)[-1]
-                for k, v in config.items()
-                if k.endswith(".adstore.input") and _is_set(v)
-            }
-            streams = [i.stream for i in self._inputs if i.stream not in adjunct]
-            if streams:
-                config["task.inputs"] = ",".join(f"{default}.{s}" for s in dict.fromkeys(streams))
-        # An exactly-once job needs every stream it sends to in task.outputs: add_output's streams are.
-        listed = [s.strip() for s in str(config.get("task.outputs") or "").split(",") if s.strip()]
-        named = {s.partition(".")[2] for s in listed}
-        added = [f"{default}.{s}" for s in self._outputs if s not in named]
-        if added:
-            config["task.outputs"] = ",".join([*listed, *added])
-        systems = {k.split(".")[1] for k in config if k.startswith("systems.")} | {default}
-        for system in systems:
+        self._list_streams(config, default)
+        for system, url in self._urls.items():
             config[f"systems.{system}.samza.factory"] = "inmemory"
-            config[f"systems.{system}.bootstrap.servers"] = self._bootstrap
+            config[f"systems.{system}.bootstrap.servers"] = url
             config.setdefault(f"systems.{system}.samza.key.serde", DEFAULT_SERDE)
             config.setdefault(f"systems.{system}.samza.msg.serde", DEFAULT_SERDE)
             config[f"systems.{system}.samza.offset.default"] = "oldest"
@@ -705,22 +870,44 @@ class TestRunner:
                 config[prefix + "changelog"] = changelog
         return config
 
+    def _list_streams(self, config: dict[str, str], default: str) -> None:
+        """task.inputs, unless the config sets it: the streams given to add_input; task.outputs gets those
+        given to add_output (an exactly-once job needs every stream it sends to listed)."""
+        live = [feed for index, feed in enumerate(self._inputs) if index not in self._fed]
+        if "task.inputs" not in config:
+            # An adjunct store's stream is read into its store, never by process(): not a task input.
+            adjunct = {v.strip() for k, v in config.items() if k.endswith(".adstore.input") and _is_set(v)}
+            adjunct_names = {a.split(".", 1)[-1] for a in adjunct}
+            streams = [
+                f"{feed.system or default}.{feed.stream}"
+                for feed in live
+                if (
+                    f"{feed.system}.{feed.stream}" not in adjunct
+                    if feed.system
+                    else feed.stream not in adjunct_names
+                )
+            ]
+            if streams:
+                config["task.inputs"] = ",".join(dict.fromkeys(streams))
+        listed = [s.strip() for s in str(config.get("task.outputs") or "").split(",") if s.strip()]
+        named = {s.partition(".")[2] for s in listed}
+        added = [
+            f"{system or default}.{stream}"
+            for system, stream in self._outputs
+            if (f"{system}.{stream}" not in listed if system else stream not in named)
+        ]
+        if added:
+            config["task.outputs"] = ",".join(dict.fromkeys([*listed, *added]))
+
     def _serdes(self, job: JobConfig) -> SerdeRegistry:
         return SerdeRegistry(job.config)
 
-    def _system_stream(self, job: JobConfig, stream: str) -> SystemStream:
-        """The job's input or output of that name, else the stream on the test's default system."""
-        for ss in (*job.inputs, *job.outputs):
-            if ss.stream == stream:
-                return ss
-        return SystemStream(self._default_system(), stream)
-
-    def _stream_serdes(self, job: JobConfig, stream: str) -> tuple[Serde[Any], Serde[Any]]:
-        settings = job.stream(self._system_stream(job, stream))
+    def _stream_serdes(self, job: JobConfig, ss: SystemStream) -> tuple[Serde[Any], Serde[Any]]:
+        settings = job.stream(ss)
         registry = self._serdes(job)
         return (
-            registry.get(settings.key_serde, stream, is_key=True),
-            registry.get(settings.msg_serde, stream, is_key=False),
+            registry.get(settings.key_serde, ss.stream, is_key=True),
+            registry.get(settings.msg_serde, ss.stream, is_key=False),
         )
 
     def _feed(self, job: JobConfig) -> None:
@@ -728,16 +915,18 @@ class TestRunner:
         if not pending:
             return
         self._check_consumed(job)
-        self._ensure_topics({feed.stream: feed.partitions for _, feed in pending})
-        # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice. A
-        # record without a timestamp gets the clock's time of the feed (time stands still during it, so
-        # every such record of a producer sending them one by one would get that same time).
-        now = now_ms(self._bootstrap)
-        batches: dict[tuple[str, int], list[_Fed]] = {}
+        stream_of = {index: self._input_stream(job, feed.stream, feed.system) for index, feed in pending}
+        self._ensure_topics({self._topic(stream_of[index]): feed.partitions for index, feed in pending})
+        # Every item is serialized before any is sent: a bad one fails the run with nothing fed twice.
+        batches: dict[_Topic, dict[int, list[_Fed]]] = {}
         for index, feed in pending:
-            key_serde, msg_serde = (
-                (BytesSerde(), BytesSerde()) if feed.raw else self._stream_serdes(job, feed.stream)
-            )
+            ss = stream_of[index]
+            topic = self._topic(ss)
+            parts = batches.setdefault(topic, {})  # partition -> its records
+            # A record without a timestamp gets the clock's time of the feed (time stands still during it,
+            # so every such record of a producer sending them one by one would get that same time).
+            now = now_ms(topic[0])
+            key_serde, msg_serde = (BytesSerde(), BytesSerde()) if feed.raw else self._stream_serdes(job, ss)
             # The serdes' C-level paths when they have them; a failure is explained by the serde's own.
             key_bytes, value_bytes = fast_to_bytes(key_serde), fast_to_bytes(msg_serde)
             placed: dict[bytes, int] = {}  # test inputs repeat their keys: hash each once
@@ -767,7 +956,8 @@ class TestRunner:
                     value = None if value_obj is None else value_bytes(value_obj)
                 except Exception as fast_error:
                     e = _serde_error(key_serde, key_obj) or _serde_error(msg_serde, value_obj) or fast_error
-                    self._inputs[index] = _Input(feed.stream, feed.partitions, [])  # dropped: nothing sent
+                    # Dropped: nothing sent.
+                    self._inputs[index] = _Input(feed.stream, feed.partitions, [], feed.raw, feed.system)
                     fix = (
                         "add_input(..., raw=True) sends keys and values of bytes (or None) as they are"
                         if feed.raw
@@ -785,16 +975,19 @@ class TestRunner:
                         partition = placed.get(key)
                         if partition is None:
                             partition = placed[key] = partition_for(key, feed.partitions)
-                batch = batches.get((feed.stream, partition))
+                batch = parts.get(partition)
                 if batch is None:
-                    batch = batches[feed.stream, partition] = []
+                    batch = parts[partition] = []
                 batch.append((key, value, timestamp or now, headers))
                 if pure and type(item) is str and given is None:
                     done[item] = (key, value, batch)
         # Each partition's records in one append, in the order given, as a producer's batch goes.
-        log = broker(self._bootstrap)
-        for (stream, partition), batch in batches.items():
-            log.append_batch(stream, partition, batch)
+        for (url, stream), parts in batches.items():
+            log = broker(url)
+            for partition, batch in parts.items():
+                log.append_batch(stream, partition, batch)
+        for index, feed in pending:
+            feed.topic = self._topic(stream_of[index])
         self._fed.update(index for index, _ in pending)
 
     @staticmethod
@@ -849,7 +1042,7 @@ class TestRunner:
             if primary is None or len(tasks) == 1:
                 plan.setdefault(tasks[0].name, []).extend((init.name, k, v) for k, v in init.initial.items())
                 continue
-            key_serde, _ = self._stream_serdes(job, primary.stream)
+            key_serde, _ = self._stream_serdes(job, primary)
             count = len(task_of)
             for key, value in init.initial.items():
                 try:
@@ -865,22 +1058,26 @@ class TestRunner:
         return plan
 
     # -- reading results ---------------------------------------------------------------------------
-    def read_stream(self, stream: str, partition: int | None = None, raw: bool = False) -> list[Message]:
+    def read_stream(
+        self, stream: str, partition: int | None = None, raw: bool = False, system: str | None = None
+    ) -> list[Message]:
         job = self._prepare()
-        count = self._stream_partitions(stream)
+        ss = self._resolve(job, stream, system, self._named, "result.messages")
+        topic = self._topic(ss)
+        count = self._stream_partitions(ss)
         if partition is not None and not 0 <= partition < count:
             raise TestRunnerError(f"stream {stream!r} has {count} partition(s), no partition {partition}")
         # A dead-letter stream holds the records that did not deserialize, as they came: bytes.
-        raw = raw or stream in self._dead_letter_streams(job)
-        key_serde, msg_serde = (BytesSerde(), BytesSerde()) if raw else self._stream_serdes(job, stream)
-        records: Iterable[Record] = self._read_records(stream, partition, count)
+        raw = raw or topic in self._dead_letter_topics(job)
+        key_serde, msg_serde = (BytesSerde(), BytesSerde()) if raw else self._stream_serdes(job, ss)
+        records: Iterable[Record] = self._read_records(topic, partition, count)
         if job.exactly_once and not raw:
-            records = self._read_by_samsa(stream, count, map(as_message, records))
+            records = self._read_by_samsa(topic, count, map(as_message, records))
         with _collector_paused():
             return _messages(stream, records, key_serde, msg_serde)
 
     def _read_by_samsa(
-        self, stream: str, count: int, records: Iterable[InMemoryMessage]
+        self, topic: _Topic, count: int, records: Iterable[InMemoryMessage]
     ) -> Iterator[InMemoryMessage]:
         """The records of an exactly-once job's stream that a Samsa reader takes: neither its checkpoint
         markers and restore commands, nor the records of versions a restore command voided (docs/
@@ -890,26 +1087,35 @@ class TestRunner:
         # first. A changelog restore applies the same fences to tagged writes.
         reader = ChangelogReader()
         reader.select(
-            [m for m in self._read_raw(stream, None, count) if type(classify_message(m)) is RestoreCommand]
+            [m for m in self._read_raw(topic, None, count) if type(classify_message(m)) is RestoreCommand]
         )
         for m in records:
             if reader.select([m])[0]:  # [m] (kept) or [] (a control record, a voided version)
                 yield m
 
-    def _dead_letter_streams(self, job: JobConfig) -> set[str]:
-        """The streams the job sends the input records that do not deserialize to."""
+    def _dead_letter_topics(self, job: JobConfig) -> set[_Topic]:
+        """The topics the job sends the input records that do not deserialize to."""
         if job.deserialization_policy != "dlq":
             return set()
-        return {job.dlq_stream(ss.system).stream for ss in job.inputs}
+        return {self._topic(job.dlq_stream(ss.system)) for ss in job.inputs}
 
-    def _stream_partitions(self, stream: str) -> int:
-        topics = broker(self._bootstrap).partition_counts()
-        if stream not in topics:
-            raise TestRunnerError(
-                f"no stream {stream!r} in this test: the job wrote none and the test declared none; streams: "
-                f"{', '.join(sorted(topics)) or 'none'}"
-            )
-        return topics[stream]
+    def _stream_partitions(self, ss: SystemStream) -> int:
+        url, stream = self._topic(ss)
+        topics = broker(url).partition_counts()
+        if stream in topics:
+            return topics[stream]
+        where = f" on system {ss.system!r}" if len(set(self._urls.values())) > 1 else ""
+        # A stream the task sent to undeclared on another cluster is there, not on the default system.
+        elsewhere = sorted(
+            s for s, u in self._urls.items() if u != url and stream in broker(u).partition_counts()
+        )
+        hint = (
+            f"; {stream!r} is on system {elsewhere[0]!r}: pass system={elsewhere[0]!r}" if elsewhere else ""
+        )
+        raise TestRunnerError(
+            f"no stream {stream!r}{where} in this test: the job wrote none and the test declared none; "
+            f"streams{where}: {', '.join(sorted(topics)) or 'none'}{hint}"
+        )
 
     def read_store(self, store: str) -> dict[Any, Any]:
         """The store's entries over all tasks; a key held by two tasks is an error (see store_by_task)."""
@@ -987,10 +1193,9 @@ class TestRunner:
         task_of = {changelog_partition(t): t.name for t in self._model.tasks}
         registry = self._serdes(job)
         key_serde, msg_serde = registry.get(specs[store].key_serde), registry.get(specs[store].msg_serde)
-        topic = logs[store].stream
         latest: dict[int, dict[bytes, bytes | None]] = {}
         readers: dict[int, ChangelogReader] = {}
-        for m in self._read_raw(topic, None, self._stream_partitions(topic)):
+        for m in self._read_raw(self._topic(logs[store]), None, self._stream_partitions(logs[store])):
             applied: list[RawMessage] = [m]
             if job.exactly_once:  # commit and abort records, and the writes a restart voided, are no entries
                 applied, _ = readers.setdefault(m.partition(), ChangelogReader()).select([m])
@@ -1006,24 +1211,26 @@ class TestRunner:
             for p, entries in sorted(latest.items())
         }
 
-    def _read_raw(self, topic: str, partition: int | None, count: int) -> Iterator[InMemoryMessage]:
+    def _read_raw(self, topic: _Topic, partition: int | None, count: int) -> Iterator[InMemoryMessage]:
         """Every committed record of the topic (or one partition) as a message, as `_read_records`."""
         return map(as_message, self._read_records(topic, partition, count))
 
-    def _read_records(self, topic: str, partition: int | None, count: int) -> Iterator[Record]:
+    @staticmethod
+    def _read_records(topic: _Topic, partition: int | None, count: int) -> Iterator[Record]:
         """Every committed record of the topic (or one partition), in partition then offset order, as a
         read_committed consumer reads them; a batch at a time, so a large output is never held twice (raw
         and converted)."""
         partitions = range(count) if partition is None else [partition]
-        log = broker(self._bootstrap)
+        url, name = topic
+        log = broker(url)
         for p in partitions:
             # A read_committed consumer stops at the last stable offset (the first record of a transaction
             # still open: a failed, timed-out or crashed exactly-once job's): read to it, never past.
-            offset, _, stable = log.watermarks(topic, p)
+            offset, _, stable = log.watermarks(name, p)
             while offset < stable:
                 # Transaction markers and aborted records take offsets but are never delivered: read to the
                 # position after them, not a count.
-                records, after = log.records(topic, p, offset, min(_READ_BATCH, stable - offset), True)
+                records, after = log.records(name, p, offset, min(_READ_BATCH, stable - offset), True)
                 if after <= offset:
                     break  # nothing readable there any more (the topic was recreated meanwhile)
                 offset = after

@@ -1,7 +1,7 @@
 """The TestRunner's input, config and misuse side, as a review found it: equal items share a partition, an
 exactly-once job reads back its own sink in one run, a misspelt input leaves the runner usable, a
 production config's unfed streams exist, add_output lists task.outputs, timestamps follow the runner's
-clock, and the errors for a task instance, a timeout and two systems sharing a stream name."""
+clock, the errors for a task instance and a timeout, and two clusters' streams of one name told apart."""
 
 from __future__ import annotations
 
@@ -198,8 +198,8 @@ def test_a_timeout_in_process_names_the_partition_and_guesses_a_loop_only_when_i
         forever.add_input("loop", ["x"]).run(timeout=0.5)
 
 
-# -- 10: two systems, one stream name ---------------------------------------------------------------------
-def test_one_stream_name_on_two_clusters_is_refused(tmp_path):
+# -- 10: two systems, one stream name (more in test_runner_clusters.py) ----------------------------------
+def test_one_stream_name_on_two_clusters_is_two_streams(tmp_path):
     config = {
         "task.inputs": "dc1.events",
         "task.outputs": "dc2.events",
@@ -208,6 +208,10 @@ def test_one_stream_name_on_two_clusters_is_refused(tmp_path):
         "systems.dc2.samza.factory": "kafka",
         "systems.dc2.bootstrap.servers": "dc2:9092",
     }
-    runner = TestRunner.of(Echo, state_dir=tmp_path).with_config(config)
-    with runner, pytest.raises(TestRunnerError, match=r"'events' is on system 'dc1'.*and on system 'dc2'"):
-        runner.add_input("events", [("k", 1)]).run(timeout=3)
+    with TestRunner.of(Echo, state_dir=tmp_path).with_config(config) as runner:
+        result = runner.add_input("events", [("k", 1)]).run(timeout=3)
+        assert result.output("out") == [1]
+        assert result.output("events", system="dc1") == [1]
+        assert result.output("events", system="dc2") == []  # the job never sent there
+        with pytest.raises(TestRunnerError, match=r"'events' on systems 'dc1' and 'dc2'.*system="):
+            result.output("events")
