@@ -16,7 +16,7 @@ from pathlib import Path
 
 import disk_full_places
 import pytest
-from disk_full_places import FILE_LIMIT_BYTES, PAYLOAD_BYTES, small_disk, take_the_room
+from disk_full_places import FILE_LIMIT_BYTES, PAYLOAD_BYTES, fill, small_disk, take_the_room
 
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.local import LocalDirBlobStore, read_sidecar, sidecar_of
@@ -34,7 +34,6 @@ from samsa.stores.exceptions import StoreDiskFullError
 #     space left on device"
 CHECKPOINT_DIR = "Partition_0/counts-1700000000000-1"
 META = BlobMetadata("000012.sst", 3, "job", "1", "Partition 0", "counts")
-SUPPORT = Path(disk_full_places.__file__).parent
 
 
 def marker(disk: Path, scratch: Path) -> Callable[[], object]:
@@ -79,31 +78,8 @@ PLACES: dict[str, tuple[Callable[[Path, Path], Callable[[], object]], str]] = {
 disk_full_places.PLACES.update(PLACES)
 
 
-def _fail(place: str, root: Path) -> tuple[str, str, Path, dict[str, bytes]]:
-    """Runs `place` on a small disk under `root`: (the error's type name, its message, the path it must
-    name, the files it left on the disk but the filler, by path under the disk)."""
-    scratch = root / "scratch"
-    scratch.mkdir()
-    with small_disk(root) as disk:
-        if disk is None:  # no tmpfs: a subprocess whose files may not grow past the limit
-            disk = root / "disk"
-            args = [sys.executable, __file__, place, str(disk), str(scratch), str(FILE_LIMIT_BYTES)]
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
-            }
-            done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
-            assert done.returncode == 0, done.stderr[-3000:]
-            kind, message = json.loads(done.stdout.splitlines()[-1])
-        else:
-            kind, message = disk_full_places._run(place, disk, scratch, None)
-        files = sorted(p for p in disk.rglob("*") if p.is_file() and p.name != "filler")
-        left = {p.relative_to(disk).as_posix(): p.read_bytes() for p in files}
-        return kind, message, disk / PLACES[place][1], left
-
-
 def test_a_full_disk_under_a_checkpoint_marker_names_its_store(tmp_path: Path) -> None:
-    kind, message, path, left = _fail("marker", tmp_path)
+    kind, message, path, left = fill("marker", tmp_path, __file__)
     assert kind == "StoreDiskFullError", f"{kind}: {message}"
     assert message.startswith(f"disk full: store 'counts' at {path}: write failed for want of room"), message
     assert " bytes free on that disk. Free space there, or move job.logged.store.base.dir" in message, message
@@ -111,7 +87,7 @@ def test_a_full_disk_under_a_checkpoint_marker_names_its_store(tmp_path: Path) -
 
 
 def test_a_full_disk_under_a_blob_ttl_sidecar_is_store_disk_full(tmp_path: Path) -> None:
-    kind, message, path, left = _fail("remove_ttl", tmp_path)
+    kind, message, path, left = fill("remove_ttl", tmp_path, __file__)
     assert kind == "StoreDiskFullError", f"{kind}: {message}"
     assert message.startswith(f"disk full: store 'counts' at {path}: remove_ttl of blob job-1/"), message
     wanting = "(000012.sst of store counts of Partition 0) writing its TTL sidecar failed for want of room"

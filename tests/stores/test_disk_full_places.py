@@ -33,7 +33,7 @@ def test_a_full_disk_is_a_store_disk_full_error_naming_the_store_and_the_path(
     place: str, tmp_path: Path
 ) -> None:
     store, action, fix = PLACES[place]
-    kind, message, path = fill(place, tmp_path)
+    kind, message, path, _ = fill(place, tmp_path)
     assert kind == "StoreDiskFullError", f"{kind}: {message}"
     assert message.startswith(f"disk full: store {store!r} at {path}"), message
     assert action in message and "failed for want of room" in message, message

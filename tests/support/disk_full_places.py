@@ -100,6 +100,9 @@ PLACES: dict[str, tuple[Callable[[Path, Path], Callable[[], object]], str]] = {
 }
 
 
+_SUPPORT = str(Path(__file__).parent)  # on a subprocess's path: its script imports this module
+
+
 def _mount(args: list[str]) -> bool:
     try:
         return subprocess.run(["mount", *args], capture_output=True, timeout=30).returncode == 0
@@ -135,21 +138,26 @@ def take_the_room(filler: Path, most: int | None = None) -> None:
         os.close(fd)
 
 
-def fill(place: str, root: Path) -> tuple[str, str, Path]:
+def fill(place: str, root: Path, script: str = __file__) -> tuple[str, str, Path, dict[str, bytes]]:
     """Runs `place` on a small disk under `root`: (the error's type name, its message, the path it must
-    name)."""
+    name, the files it left on the disk but a filler, by path under the disk). Where no tmpfs can be
+    mounted it runs in `python SCRIPT PLACE DISK SCRATCH FSIZE` (a test module that adds places runs them
+    so, its places known there), whose files may not grow past the limit."""
     scratch = root / "scratch"
     scratch.mkdir()
     with small_disk(root) as disk:
-        if disk is None:  # no tmpfs: a subprocess whose files may not grow past the limit
+        if disk is None:
             disk = root / "disk"
-            args = [sys.executable, __file__, place, str(disk), str(scratch), str(FILE_LIMIT_BYTES)]
-            done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+            args = [sys.executable, script, place, str(disk), str(scratch), str(FILE_LIMIT_BYTES)]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([_SUPPORT, os.environ.get("PYTHONPATH", "")])}
+            done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
             assert done.returncode == 0, done.stderr[-3000:]
             kind, message = json.loads(done.stdout.splitlines()[-1])
         else:
             kind, message = _run(place, disk, scratch, None)
-        return kind, message, disk / PLACES[place][1]
+        files = sorted(p for p in disk.rglob("*") if p.is_file() and p.name != "filler")
+        left = {p.relative_to(disk).as_posix(): p.read_bytes() for p in files}
+        return kind, message, disk / PLACES[place][1], left
 
 
 def _run(place: str, disk: Path, scratch: Path, limit: int | None) -> tuple[str, str]:
