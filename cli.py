@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -92,7 +93,7 @@ def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
         stop()
 
     # Set before the container exists: a stop while it starts ends the start instead of killing the process.
-    install_stop_handlers(stop)
+    install_stop_handlers(stop, logging.getLogger("samsa.runtime.container"))
     if args.from_supervisor:
         stop_when_orphaned(stop_orphaned)  # a supervisor killed with -9 leaves no orphan running
     held = None
@@ -188,6 +189,51 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_checkpoint_forget_changelog(args: argparse.Namespace) -> int:
+    """Gives up a store's changelog position in the last checkpoints (`ChangelogLostError`'s way on)."""
+    from samsa.checkpoint.tool import forget_changelogs, live_containers, require_checkpoints
+    from samsa.checkpoint.versions import checkpoint_versions
+    from samsa.kafka import KafkaProducer
+    from samsa.runtime.container import pid_dir
+    from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
+    from samsa.runtime.state import changelogs
+    from samsa.stores.factory import store_specs
+
+    job = _load(args)
+    logged = changelogs(job, store_specs(job.config))
+    unknown = sorted(set(args.store) - set(logged))
+    if unknown:
+        raise SamsaError(
+            f"--store {', '.join(unknown)}: no store of job {job.job_key} with a changelog by that name "
+            f"(stores with one: {', '.join(sorted(logged)) or 'none'})"
+        )
+    alive = live_containers(pid_dir(job))
+    if alive:
+        raise SamsaError(f"job {job.job_key} is running ({', '.join(alive)}); stop it first")
+    require_checkpoints(checkpoint_manager(job), job.name, job.id, "nothing to do")
+    tasks = _job_tasks(job)
+    if args.task:
+        unknown = sorted(set(args.task) - set(tasks))
+        if unknown:
+            known = ", ".join(sorted(tasks, key=_task_order))
+            raise SamsaError(
+                f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})"
+            )
+        tasks = {name: tasks[name] for name in args.task}
+    producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
+    try:
+        manager = checkpoint_manager(job, producer)
+        stores = {s: logged[s] for s in args.store}
+        dropped = forget_changelogs(manager, tasks, stores, checkpoint_versions(job.config)[1])
+    finally:
+        producer.close()
+    for task_name in sorted(tasks, key=_task_order):
+        gone = dropped.get(task_name)
+        what = f"changelog position of {', '.join(gone)} dropped" if gone else "no such changelog position"
+        print(f"{task_name}: {what}")
+    return 0
+
+
 def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
     from samsa.checkpoint.tool import live_containers, parse_reset_target, require_checkpoints, reset
     from samsa.checkpoint.versions import checkpoint_versions
@@ -225,13 +271,61 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
         write_versions, read_versions = checkpoint_versions(job.config)
         manager = checkpoint_manager(job, producer)
         with InputOffsets(job) as inputs:
-            written = reset(manager, tasks, target, inputs.at, write_versions, read_versions)
+            at_end: dict[SystemStreamPartition, bool] = {}
+
+            def resolve(ssp: SystemStreamPartition, to: str | int) -> int:
+                offset = inputs.at(ssp, to)
+                if isinstance(to, int):
+                    low, high = inputs.consumer(ssp.system).watermarks((ssp.stream, ssp.partition))
+                    if high > low:  # it holds records: is none of them at or after `to`?
+                        at_end[ssp] = offset >= high
+                return offset
+
+            written = reset(manager, tasks, target, resolve, write_versions, read_versions)
     finally:
         producer.close()
+    if at_end and all(at_end.values()):
+        _warn_past_every_record(args.to, target)
+    _warn_state_kept(job)
     for task_name, checkpoint in sorted(written.items(), key=lambda kv: _task_order(kv[0])):
         offsets = ", ".join(f"{s.stream}#{s.partition}={o}" for s, o in sorted(checkpoint.offsets.items()))
         print(f"{task_name}: {offsets}")
     return 0
+
+
+def _warn_state_kept(job: JobConfig) -> None:
+    """A reset moves the input offsets only: the stores a backup restores keep their state, and the inputs
+    read again are applied on top of it (Samza's checkpoint tool does the same; Kafka Streams' reset tool
+    also wipes the state): say so, naming the stores, and how to reprocess into fresh state."""
+    from samsa.stores.backends import store_backends
+    from samsa.stores.factory import store_specs
+
+    specs = store_specs(job.config)
+    kept = sorted(name for name, spec in specs.items() if store_backends(job.config, spec).backup)
+    if kept:
+        log.warning(
+            "the reset moved the input offsets only: store(s) %s keep their state, and the inputs read again "
+            "from the new offsets are applied on top of it (a count counts them again); to reprocess into "
+            "fresh state, start the state over before the next start: delete the stores' changelogs, their "
+            "local directories under %s and their blob snapshots, then drop their changelog positions from "
+            "the checkpoints (`samsa checkpoint forget-changelog <job config> %s`)",
+            ", ".join(kept),
+            job.logged_store_dir,
+            " ".join(f"--store {s}" for s in kept),
+        )
+
+
+def _warn_past_every_record(text: str, target: str | int) -> None:
+    """A `--to` time later than every input's newest record moved every task to the end of its inputs, as
+    `latest` would: most likely a mistyped date."""
+    future = isinstance(target, int) and target > time.time() * 1000
+    log.warning(
+        "--to %s is later than the newest record of every input partition%s: every partition was reset to "
+        "its end, as --to latest does (a mistyped year?); reset again with an earlier time if that was not "
+        "meant",
+        text,
+        " (and it is in the future)" if future else "",
+    )
 
 
 def _last_checkpoints(job: JobConfig) -> tuple[list[str], dict[str, AnyCheckpoint]]:
@@ -669,6 +763,15 @@ def _log_level_option(default: str) -> argparse.ArgumentParser:
     return parent
 
 
+def _container_id(text: str) -> str:
+    """`--container-id`: a container's number, as the job model numbers them (0, 1, ...)."""
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a container id, which is a number: 0 to job.container.count - 1"
+        )
+    return str(int(text))  # `07` is container 7, as the job model and the pid files name it
+
+
 class _CommandParser(argparse.ArgumentParser):
     """A subcommand's parser (nested ones too): it takes `--log-level` as the top-level parser does."""
 
@@ -690,6 +793,7 @@ def _parser() -> argparse.ArgumentParser:
     job_args(run)
     run.add_argument(
         "--container-id",
+        type=_container_id,
         help=f"run only this container (for an outside orchestrator); it exits {CONFIG_ERROR_EXIT} on a "
         "configuration error, which a restart does not mend (2 when the published job model has no such "
         "container)",
@@ -718,6 +822,15 @@ def _parser() -> argparse.ArgumentParser:
     reset.add_argument("--to", required=True, help="earliest, latest, epoch ms, or ISO time")
     reset.add_argument("--task", action="append", help="only this task (repeatable)")
     reset.set_defaults(func=_cmd_checkpoint_reset)
+    forget = cp.add_parser(
+        "forget-changelog",
+        help="drop stores' changelog positions from the last checkpoints (job stopped): their next start "
+        "restores what the changelog holds, giving up the state the positions pointed at",
+    )
+    job_args(forget)
+    forget.add_argument("--store", action="append", required=True, help="a store (repeatable)")
+    forget.add_argument("--task", action="append", help="only this task (repeatable)")
+    forget.set_defaults(func=_cmd_checkpoint_forget_changelog)
 
     state = sub.add_parser("state", help="inspect the checkpointed state of stores (blob-store snapshots)")
     st = state.add_subparsers(dest="state_cmd", required=True)

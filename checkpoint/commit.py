@@ -73,6 +73,25 @@ class CommitResult:
 CheckpointWriter = Callable[[CommitResult], None]
 
 
+@dataclass
+class CommitReport:
+    """A completed commit, for metrics: its result, when it completed, and how long each phase took."""
+
+    task: str
+    result: CommitResult
+    #: Wall time (epoch seconds) when the checkpoint was written.
+    committed_at: float
+    #: Phase -> seconds: flush_stores, flush_outputs, snapshot (sync); local_checkpoint (of the stores held
+    #: at the snapshot), upload (backends, marker files), checkpoint (the record), cleanup (async).
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def describe_offsets(offsets: Mapping[SystemStreamPartition, int]) -> str:
+    """`stream-partition=offset, ...` in a stable order, for one log line."""
+    parts = [f"{ssp.stream}-{ssp.partition}={offset}" for ssp, offset in sorted(offsets.items())]
+    return ", ".join(parts) or "none"
+
+
 def wait_all(managers: Iterable[TaskCommitManager]) -> None:
     """Waits for the commit in flight of every manager, then raises the first failure: started together
     (`start`), the tasks' commits overlap, and none is left running when one failed, unless it did not end
@@ -103,9 +122,14 @@ class TaskCommitManager:
         timeout_ms: int,
         clock: Callable[[], float] = time.monotonic,
         max_idle_ms: float = float("inf"),
+        on_committed: Callable[[CommitReport], None] | None = None,
     ) -> None:
         """`max_idle_ms`: how old the last completed commit may grow while `unchanged` holds (the restore
-        judges a changelog's tail by the checkpoint's age: `idle_commit_bound_ms`)."""
+        judges a changelog's tail by the checkpoint's age: `idle_commit_bound_ms`). `on_committed`: told of
+        each completed commit on the commit thread (metrics); what it raises is logged, not a failure."""
+        self._on_committed = on_committed
+        #: The sync phase's timings of the commit in flight, completed by its async phase.
+        self._phases: dict[str, float] = {}
         self.task_name = task_name
         self._flush_outputs = flush_outputs
         self._flush_stores = flush_stores
@@ -226,8 +250,12 @@ class TaskCommitManager:
         checkpoint_id = CheckpointId.create()
         # Stores first: flushing their caches writes dirty entries to the changelogs, and the one producer
         # flush after it makes those and every output durable before a backend reads a changelog's end.
+        t0 = time.perf_counter()
         self._flush_stores()
+        t1 = time.perf_counter()
         self._flush_outputs()
+        t2 = time.perf_counter()
+        self._phases = {"flush_stores": t1 - t0, "flush_outputs": t2 - t1}
         try:
             for store in self._stores.values():
                 if store.gate is not None:
@@ -241,6 +269,7 @@ class TaskCommitManager:
         except BaseException:
             self._release_gates()
             raise
+        self._phases["snapshot"] = time.perf_counter() - t2
         return CommitResult(checkpoint_id, dict(offsets), markers)
 
     def _checkpoint_held(self, checkpoint_id: str) -> None:
@@ -285,8 +314,10 @@ class TaskCommitManager:
         """The async phase; always releases the permit, and records a failure for the next commit, or
         `mark` (what the commit captured) as the last completed commit's."""
         try:
+            phases, t0 = dict(self._phases), time.perf_counter()
             checkpoint_id = str(snapshot.checkpoint_id)
             self._checkpoint_held(checkpoint_id)
+            phases["local_checkpoint"], t0 = time.perf_counter() - t0, time.perf_counter()
             uploads = {
                 backend: manager.upload(checkpoint_id, snapshot.markers.get(backend, {}))
                 for backend, manager in self._backups.items()
@@ -296,7 +327,15 @@ class TaskCommitManager:
             )
             self._write_store_markers(uploaded)
             crash_point("after-upload")
+            t1 = time.perf_counter()
             self._write_checkpoint(uploaded)
+            committed_at, t2 = time.time(), time.perf_counter()
+            log.debug(
+                "task %s: committed checkpoint %s, input offsets %s",
+                self.task_name,
+                checkpoint_id,
+                describe_offsets(uploaded.offsets),
+            )
             crash_point("after-checkpoint")
             cleanups = [
                 manager.cleanup(checkpoint_id, uploaded.markers.get(backend, {}))
@@ -309,6 +348,8 @@ class TaskCommitManager:
                     delete_checkpoint_dirs(store.store_dir, keep=[checkpoint_id])
             crash_point("after-cleanup")
             self._committed, self._committed_started = mark, started
+            phases.update(upload=t1 - t0, checkpoint=t2 - t1, cleanup=time.perf_counter() - t2)
+            self._report(CommitReport(self.task_name, uploaded, committed_at, phases))
         except SimulatedCrash:
             raise  # the container dies here: nothing to record for a next commit
         except CheckpointFencedError as e:
@@ -338,6 +379,15 @@ class TaskCommitManager:
             self._failure = e
         finally:
             self._permit.release()
+
+    def _report(self, report: CommitReport) -> None:
+        if self._on_committed is None:
+            return
+        try:
+            self._on_committed(report)
+        except Exception:
+            # Metrics are not worth failing a commit that is durable already.
+            log.warning("task %s: recording the commit's metrics failed", self.task_name, exc_info=True)
 
     def _write_store_markers(self, result: CommitResult) -> None:
         # A local checkpoint dir is reusable at restore only with the markers it corresponds to.

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
@@ -13,25 +13,40 @@ from samsa.checkpoint.exceptions import CheckpointError
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, StoredCheckpoint, choose
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
 from samsa.checkpoint.versions import DEFAULT_WRITE_VERSIONS
-from samsa.streams import SystemStreamPartition
+from samsa.stores.backends import CHANGELOG
+from samsa.streams import SystemStream, SystemStreamPartition
+
+# The last millisecond of year 9999, the latest time an ISO time can write: a larger number is a typo (and
+# past Kafka's 64-bit timestamps, it failed deep in the client).
+MAX_TARGET_MS = int(datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC).timestamp() * 1000)
 
 
 def parse_reset_target(text: str) -> str | int:
-    """`earliest`, `latest`, epoch milliseconds, or an ISO-8601 time (local time unless it names a zone)."""
+    """`earliest`, `latest`, epoch milliseconds, or an ISO-8601 time (local time unless it names a zone),
+    from 1970 to the end of year 9999."""
     if text in ("earliest", "latest"):
         return text
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CheckpointError(
-            f"--to {text!r}: write earliest, latest, epoch milliseconds "
-            f"or an ISO time like 2026-11-23T10:00:00Z"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time, with the offset in force on that date
-    return int(moment.timestamp() * 1000)
+    if text.isascii() and text.isdigit():
+        millis = int(text)
+    else:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.astimezone()  # local time, with the offset in force on that date
+            millis = int(moment.timestamp() * 1000)
+        except (ValueError, OverflowError):  # not a time; a local time off the calendar's ends
+            raise _bad_target(text) from None
+    if not 0 <= millis <= MAX_TARGET_MS:
+        # Kafka reads -1 and -2 as latest and earliest: a time before 1970 must not become one of them.
+        raise _bad_target(text, " (a time from 1970 to the end of year 9999)")
+    return millis
+
+
+def _bad_target(text: str, why: str = "") -> CheckpointError:
+    return CheckpointError(
+        f"--to {text!r}: write earliest, latest, epoch milliseconds or an ISO time like "
+        f"2026-11-23T10:00:00Z{why}"
+    )
 
 
 def require_checkpoints(
@@ -130,3 +145,54 @@ def _read_back(written: list[AnyCheckpoint], read_versions: Sequence[int]) -> An
             if checkpoint.version == version:
                 return checkpoint
     return written[0]
+
+
+def forget_changelogs(
+    manager: KafkaCheckpointManager,
+    tasks: Iterable[str],
+    changelogs: Mapping[str, SystemStream],
+    read_versions: Sequence[int] | None = None,
+) -> dict[str, list[str]]:
+    """Drops the changelog positions of the stores of `changelogs` (store -> its changelog) from each
+    task's checkpoint records the job still reads, keeping everything else, so that the next start restores
+    those stores from what their changelogs hold (the state the positions pointed at is given up). Returns
+    task -> the stores dropped from its checkpoint; a task whose checkpoint has none of them is not written.
+    """
+    reads = manager.read_versions if read_versions is None else list(read_versions)
+    stored = manager.read_records()
+    dropped: dict[str, list[str]] = {}
+    for task_name in sorted(tasks):
+        records = stored.get(task_name, {})
+        winner = choose(list(records.values()), reads, manager.live_max_age_ms)
+        kept = [r.checkpoint for r in records.values() if _still_read(r, winner, manager)]
+        gone: set[str] = set()
+        fresh = [_without_changelogs(c, changelogs, gone) for c in sorted(kept, key=lambda c: c.version)]
+        if not gone:
+            continue
+        # Every record still read is written again together, so the same version keeps winning.
+        for checkpoint in fresh:
+            manager.write(task_name, checkpoint)
+        dropped[task_name] = sorted(gone)
+    manager.flush()
+    return dropped
+
+
+def _without_changelogs(
+    checkpoint: AnyCheckpoint, changelogs: Mapping[str, SystemStream], gone: set[str]
+) -> AnyCheckpoint:
+    """The checkpoint without the changelog positions of `changelogs`' stores; `gone` gets those it had."""
+    if isinstance(checkpoint, CheckpointV2):
+        markers = checkpoint.state_markers.get(CHANGELOG, {})
+        gone.update(s for s in markers if s in changelogs)
+        state = {
+            backend: {s: m for s, m in stores.items() if backend != CHANGELOG or s not in changelogs}
+            for backend, stores in checkpoint.state_markers.items()
+        }
+        return replace(checkpoint, state_markers=state)
+    # V1 names no store: a position is a store's when it is on the store's changelog.
+    by_stream = {stream: store for store, stream in changelogs.items()}
+    gone.update(
+        by_stream[s.system_stream] for s in checkpoint.changelog_offsets if s.system_stream in by_stream
+    )
+    offsets = {s: o for s, o in checkpoint.changelog_offsets.items() if s.system_stream not in by_stream}
+    return replace(checkpoint, changelog_offsets=offsets)

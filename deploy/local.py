@@ -164,7 +164,9 @@ class LocalSupervisor:
         lock.acquire()
         try:
             self._start_fork_server()
-            return self._supervise()
+            status = self._supervise()
+            log.info("job %s stopped (exit %d)", self.job.job_key, status)
+            return status
         finally:
             self._stop_fork_server()
             lock.release()
@@ -322,11 +324,15 @@ def stop_when_orphaned(stop: Callable[[], None], poll_s: float = _ORPHAN_POLL_S)
     return thread
 
 
-def install_stop_handlers(stop: Any) -> None:
-    """SIGINT and SIGTERM call `stop()` once; the work in hand finishes and state is committed."""
+def install_stop_handlers(stop: Any, logger: logging.Logger | None = None) -> None:
+    """SIGINT and SIGTERM call `stop()` once; the work in hand finishes and state is committed. The line
+    saying so goes to `logger`, by default the logger of the module `stop` comes from (the container's, the
+    supervisor's), not this one's: a container's log should not read as if the supervisor stopped."""
+    module = getattr(stop, "__module__", None)
+    told = logger or (logging.getLogger(module) if module else log)
 
     def handler(signum: int, frame: object) -> None:
-        log.info("received %s; stopping gracefully", signal.Signals(signum).name)
+        told.info("received %s; stopping gracefully", signal.Signals(signum).name)
         stop()
 
     signal.signal(signal.SIGINT, handler)

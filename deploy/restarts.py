@@ -7,6 +7,7 @@ from collections import deque
 from samsa.checkpoint.exceptions import CheckpointFencedError
 from samsa.exceptions import InvalidConfigError
 from samsa.runtime.exceptions import ContainerAlreadyRunningError, MessageDeserializationError
+from samsa.stores.exceptions import DamagedStoreError
 
 # Restarts are counted over this window against the deployment's max.restarts.
 RESTART_WINDOW_S = 600.0
@@ -26,6 +27,9 @@ ALREADY_RUNNING_EXIT = 80
 # stream's record yielding nothing to store, a record without the exactly-once header on an intermediate
 # stream. Its offset is not checkpointed, so every restart meets the same record: a supervisor ends the job.
 BAD_RECORD_EXIT = 65
+# Exit status of a container stopped on a store whose local files are damaged with no backup to restore it
+# from (sysexits' EX_IOERR): every restart meets the same damage, so a supervisor ends the job.
+DAMAGED_STORE_EXIT = 74
 # Exit status of a container that stopped because its parent went away (sysexits' EX_TEMPFAIL): its
 # supervisor killed, or the supervisor's fork server gone while the supervisor runs on (it restarts it).
 ORPHANED_EXIT = 75
@@ -43,6 +47,9 @@ NO_RESTART = {
     "and offset, and why); the record's offset is not checkpointed, so a restart would meet it again and "
     "this job stops. Set task.deserialization.error.policy to skip or dlq to get past it, or fix what reads "
     "it (the serde, the adjunct store's extractor) or the producer, then start the job again",
+    DAMAGED_STORE_EXIT: "stopped on a store whose local files are damaged, with no backup to restore it from "
+    "(its log above names the store, its dir and the damaged file, and what to do); a restart would meet the "
+    "same damage, so the job stops. Replace or delete that store's local copy, then start the job again",
 }
 # Backoff before restarting a crashed container: doubles per recent crash, capped.
 _BACKOFF_START_S = 0.5
@@ -75,11 +82,14 @@ def unmendable_exit(error: BaseException) -> int | None:
     """The exit status of a container failure that a restart cannot mend, from the error or its causes: a
     configuration error (the init() of a task asking for an undefined store counts as one), a fence by a
     newer start of the container, its lock held by another process here, an input record it cannot take
-    under the `fail` bad-message policy; None for any other failure (a broker or schema-registry outage, a
-    task's process() raising: a restart may mend those)."""
+    under the `fail` bad-message policy, a store's damaged files with no backup to restore them from; None
+    for any other failure (a broker or schema-registry outage, a task's process() raising: a restart may
+    mend those)."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
+        if isinstance(cause, DamagedStoreError):
+            return DAMAGED_STORE_EXIT
         if isinstance(cause, InvalidConfigError):
             return CONFIG_ERROR_EXIT
         if isinstance(cause, CheckpointFencedError):

@@ -67,7 +67,13 @@ from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import RestoreProgress
 from samsa.stores.blobstore.factory import PendingS3Client
 from samsa.stores.changelog.exceptions import RestoreInterrupted
-from samsa.stores.exceptions import StoreDiskFullError, disk_full_cause
+from samsa.stores.exceptions import (
+    StoreCorruptError,
+    StoreDiskFullError,
+    StoreError,
+    corruption_cause,
+    disk_full_cause,
+)
 from samsa.stores.factory import ROCKSDB
 from samsa.stores.restore_progress import RestoreReporter
 from samsa.stores.rocksdb import RocksDbStore
@@ -765,16 +771,7 @@ class Container:
                 f"{where} (system {buf.ssp.system}): {reason}. Fix {fix}, or set "
                 f"task.deserialization.error.policy to skip or dlq to get past the message"
             ) from error
-        counter_key = (buf.task.name, buf.ssp.stream)
-        counter = self._bad_messages.get(counter_key)
-        if counter is None:
-            counter = self.registry.counter(
-                m.DESERIALIZATION_ERRORS,
-                "Input messages that failed to deserialize",
-                {"task": buf.task.name, "topic": buf.ssp.stream, "policy": policy},
-            )
-            self._bad_messages[counter_key] = counter
-        counter.inc()
+        self._bad_message_counter(buf.task.name, buf.ssp.stream).inc()
         if policy == "skip":
             log.warning("skipping message at %s: %s", where, reason)
             return
@@ -838,6 +835,9 @@ class Container:
                 self._bootstrapped()
                 self._release(failed=False)
                 return None
+            # Before any restore: a port taken fails the start at once (a config error, not restarted), and
+            # the restore's progress is scraped while it runs.
+            self._serve_metrics()
             for system in {ssp.system for tm in self.model.tasks for ssp in tm.partitions}:
                 self._consumers[system] = KafkaConsumer(client_config(self.job, system))
             checkpoints = self._checkpoints.read_last()
@@ -891,6 +891,7 @@ class Container:
             for consumer, routes in sources:
                 consumer.assign({buf.tp: buf.start_offset() for buf in routes.values()})
             self._container_metrics()
+            self._bad_message_counters()
             if self._hooks.before_init is not None:
                 self._hooks.before_init(self._tasks)
             for ti in self._tasks:
@@ -905,12 +906,6 @@ class Container:
                 # on a first start there is no checkpoint to go back to, so a crash before this one is
                 # durable would leave processed writes in stores that are never wiped (counted twice).
                 self.commit(self._tasks, wait=True)
-            if self.job.prometheus_port is not None:
-                base = self.job.prometheus_port
-                # Container N serves on base + N; base 0 asks each for a free port of its own (logged).
-                port = base + int(self.model.id) if base else 0
-                self._server = PrometheusServer(self.registry, port, name=f"container {self.model.id}")
-                self._server.start()
             self._loop = RunLoop(
                 sources,
                 self._tasks,
@@ -1016,9 +1011,12 @@ class Container:
                 for ti in self._tasks:
                     if ti.eos is not None and ti.eos.aligner is not None:
                         self._eos.abort_open(ti)
+            names = ", ".join(t.name for t in self._tasks) or "none"
             self._close_tasks()
         self._bootstrapped()
         self._release(failed=False)
+        why = " (caught up with its inputs)" if self._loop.caught_up else ""
+        log.info("container %s stopped after its final commit%s (tasks: %s)", self.model.id, why, names)
         return self._loop.caught_up
 
     def _fenced_error(self) -> CheckpointFencedError:
@@ -1042,13 +1040,30 @@ class Container:
                 # A newer start took over: its state must not meet this one's cached writes or outputs.
                 self.crash()
                 raise
+            # Before `_fail` lets the lock go: a newer start must find a damaged store copy set aside.
+            damaged = self._damaged_store(e)
             self._fail()
             full = self._disk_full(e)  # once the commit in flight has ended (or been abandoned)
+            if full is None and damaged is not None and damaged[1] is not e:
+                # Damaged store files are the cause whatever they surfaced as (a read in a task's process(),
+                # the open at restore): the container fails with what they mean, restartable or not.
+                damage, failure = damaged
+                if failure is damage:
+                    raise damage from damage.__cause__  # of no store of this container: as RocksDB told it
+                raise failure from damage
             if full is None or full is e:
                 raise
             # A full disk is the cause whatever it surfaced as (a task's process() or a later commit failing
             # with it): the container fails with it, so that it is what the log and the exit tell.
             raise full from full.__cause__
+
+    def _damaged_store(self, error: BaseException) -> tuple[StoreCorruptError, StoreError] | None:
+        """The damaged store files behind `error`, with what the container fails with for them (the storage
+        sets a copy with a backup aside); None when there are none."""
+        damage = corruption_cause(error)
+        if damage is None or self._state is None:
+            return None
+        return damage, self._state.storage.damaged(damage)
 
     def _disk_full(self, error: BaseException) -> StoreDiskFullError | None:
         """The full disk behind `error`, or behind a commit's failure that the next commit would raise."""
@@ -1160,6 +1175,22 @@ class Container:
         if first is not None:
             raise first
 
+    def _serve_metrics(self) -> None:
+        """Registers the restoring gauge and, with metrics.prometheus.port set, binds the port and serves."""
+        self.registry.gauge_fn(
+            m.CONTAINER_RESTORING,
+            "1 while the container restores its stores at start, else 0",
+            {"container": self.model.id},
+            lambda: 1 if self._phase == "restoring" else 0,
+        )
+        if self.job.prometheus_port is None:
+            return
+        base = self.job.prometheus_port
+        # Container N serves on base + N; base 0 asks each for a free port of its own (logged).
+        port = base + int(self.model.id) if base else 0
+        self._server = PrometheusServer(self.registry, port, name=f"container {self.model.id}")
+        self._server.start()
+
     def _container_metrics(self) -> None:
         labels = {"container": self.model.id}
         self.registry.gauge(m.CONTAINER_TASKS, "Tasks the container runs", labels).set(len(self._tasks))
@@ -1170,6 +1201,23 @@ class Container:
             labels,
             lambda: time.monotonic() - started,
         )
+
+    def _bad_message_counters(self) -> None:
+        """Every task's input streams start at 0 (Prometheus' advice): increase() sees the first burst."""
+        for ti in self._tasks:
+            for ssp in ti.model.partitions:
+                self._bad_message_counter(ti.name, ssp.stream)
+
+    def _bad_message_counter(self, task: str, stream: str) -> m.Counter:
+        counter = self._bad_messages.get((task, stream))
+        if counter is None:
+            counter = self.registry.counter(
+                m.DESERIALIZATION_ERRORS,
+                "Input messages that failed to deserialize",
+                {"task": task, "topic": stream, "policy": self.job.deserialization_policy},
+            )
+            self._bad_messages[(task, stream)] = counter
+        return counter
 
     def _poll_producers(self) -> None:
         """With every fetch: serves the producers' delivery reports, and looks for a newer start now and

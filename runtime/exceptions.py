@@ -67,6 +67,7 @@ class StateKeysMovedError(RuntimeSamsaError, InvalidConfigError):
         listed = ", ".join(f"{ss}: {was} -> {now} partitions" for ss, (was, now) in self.changes.items())
         stores = ", ".join(f"store {s!r} (changelog {log})" for s, log in self.changelogs.items())
         topics = ", ".join(log.split(".", 1)[1] for log in self.changelogs.values())
+        forget = " ".join(f"--store {s}" for s in self.changelogs)
         blob = sorted(blob_backed)
         also_blob = (
             f"; store(s) {', '.join(repr(s) for s in blob)} are backed up to the blob store too, whose "
@@ -83,7 +84,9 @@ class StateKeysMovedError(RuntimeSamsaError, InvalidConfigError):
             "restored or committed. To go on, either keep the inputs' partition counts (a new topic with the "
             "old count, producers moved to it, task.inputs pointed at it), or start the state over for the "
             f"new count (the state is lost): delete changelog topic(s) {topics} and the stores' local "
-            f"directories ({store_dirs}, on every host that ran the job){also_blob}, then start the job and "
+            f"directories ({store_dirs}, on every host that ran the job), drop their positions from the "
+            f"checkpoints (`samsa checkpoint forget-changelog <job config> {forget}`: else the start is "
+            f"refused as a lost changelog){also_blob}, then start the job and "
             "rebuild the state from its source (docs/state-bootstrap.md). See docs/running.md (input "
             "partitions added)"
         )

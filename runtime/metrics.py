@@ -15,6 +15,8 @@ name                                                   kind       labels
 ``samsa_window_seconds``                               timer      task
 ``samsa_commit_seconds``                               timer      task
 ``samsa_commits_total``                                counter    task
+``samsa_commit_phase_seconds``                         timer      task, phase (flush_stores, ... cleanup)
+``samsa_last_commit_timestamp_seconds``                gauge      task (epoch seconds; age: time() - x)
 ``samsa_commits_skipped_total``                        counter    task (previous upload still running)
 ``samsa_commits_idle_total``                           counter    task (timer's, nothing new to commit)
 ``samsa_consumer_lag``                                 gauge_fn   task, topic, partition
@@ -23,9 +25,12 @@ name                                                   kind       labels
 ``samsa_container_messages_polled_total``              counter    container
 ``samsa_container_poll_seconds``                       timer      container
 ``samsa_container_restore_seconds``                    timer      container
+``samsa_container_restoring``                          gauge_fn   container (1 while restoring, else 0)
 ``samsa_container_uptime_seconds``                     gauge_fn   container
-``samsa_store_restored_records``                       gauge      task, store (at the last start)
-``samsa_store_restored_bytes``                         gauge      task, store (at the last start)
+``samsa_store_restored_records``                       gauge_fn   task, store (so far, live while restoring)
+``samsa_store_restored_bytes``                         gauge_fn   task, store (so far, live while restoring)
+``samsa_store_restore_remaining_records``              gauge_fn   task, store (NaN while unknown)
+``samsa_store_size_bytes``                             gauge      task, store (local files, at each commit)
 =====================================================  =========  ===================================
 
 A timer is exposed to Prometheus as a summary (``<name>_count``, ``<name>_sum`` in seconds) plus a
@@ -43,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from samsa.exceptions import InvalidConfigError
 from samsa.runtime.exceptions import RuntimeSamsaError
 
 MESSAGES_PROCESSED = "samsa_messages_processed_total"
@@ -50,6 +56,8 @@ PROCESS_SECONDS = "samsa_process_seconds"
 WINDOW_SECONDS = "samsa_window_seconds"
 COMMIT_SECONDS = "samsa_commit_seconds"
 COMMITS = "samsa_commits_total"
+COMMIT_PHASE_SECONDS = "samsa_commit_phase_seconds"
+LAST_COMMIT_TIMESTAMP = "samsa_last_commit_timestamp_seconds"
 COMMITS_SKIPPED = "samsa_commits_skipped_total"
 COMMITS_IDLE = "samsa_commits_idle_total"
 CONSUMER_LAG = "samsa_consumer_lag"
@@ -58,9 +66,12 @@ CONTAINER_TASKS = "samsa_container_tasks"
 CONTAINER_MESSAGES_POLLED = "samsa_container_messages_polled_total"
 CONTAINER_POLL_SECONDS = "samsa_container_poll_seconds"
 CONTAINER_RESTORE_SECONDS = "samsa_container_restore_seconds"
+CONTAINER_RESTORING = "samsa_container_restoring"
 CONTAINER_UPTIME_SECONDS = "samsa_container_uptime_seconds"
 STORE_RESTORED_RECORDS = "samsa_store_restored_records"
 STORE_RESTORED_BYTES = "samsa_store_restored_bytes"
+STORE_RESTORE_REMAINING_RECORDS = "samsa_store_restore_remaining_records"
+STORE_SIZE_BYTES = "samsa_store_size_bytes"
 ADJUNCT_RECORDS = "samsa_adjunct_records_total"
 ADJUNCT_LAG = "samsa_adjunct_store_lag"
 BLOB_FILES_UPLOADED = "samsa_blobstore_uploaded_files_total"
@@ -96,6 +107,11 @@ log = logging.getLogger(__name__)
 
 class MetricsError(RuntimeSamsaError):
     """A metric was registered with an invalid name or labels, or clashes with an existing one."""
+
+
+class MetricsPortError(MetricsError, InvalidConfigError):
+    """The metrics port cannot be bound (taken by another process, or privileged): a restart meets the
+    same port, so it is a configuration error that supervisors do not restart."""
 
 
 class Counter:

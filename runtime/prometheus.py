@@ -10,7 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from samsa.runtime.metrics import FamilySample, MetricsError, MetricsRegistry, Sample, TimerSample
+from samsa.runtime.metrics import (
+    FamilySample,
+    MetricsError,
+    MetricsPortError,
+    MetricsRegistry,
+    Sample,
+    TimerSample,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METRICS_PATH = "/metrics"
@@ -143,9 +150,12 @@ class PrometheusServer:
         try:
             self._server = _MetricsHTTPServer((self._host, self._port), self._registry)
         except OSError as e:
-            raise MetricsError(
-                f"cannot serve metrics on {self._host}:{self._port}: {e}; set metrics.prometheus.port to "
-                "a free port (container N serves on port + N), or to 0 for a free port per container"
+            # Taken (EADDRINUSE) or privileged (EACCES): every restart meets the same port, so a config error.
+            who = f"{self._name}: " if self._name else ""
+            raise MetricsPortError(
+                f"{who}cannot serve metrics on {self._host}:{self._port}: {e.strerror or e}; set "
+                "metrics.prometheus.port to a free port (container N serves on that port + N), or to 0 "
+                "for a free port per container (logged at start)"
             ) from e
         self._thread = threading.Thread(
             target=self._server.serve_forever,

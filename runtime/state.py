@@ -23,6 +23,7 @@ from samsa.runtime.config.job import JobConfig, parse_stream
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel, grouped_counts
+from samsa.runtime.store_metrics import CommitMetrics, restore_gauges
 from samsa.runtime.validation import blob_backed_stores
 from samsa.serde.registry import SerdeRegistry
 from samsa.stores.backend import Markers, StateBackendFactory
@@ -34,6 +35,7 @@ from samsa.stores.blobstore.restore import RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
 from samsa.stores.changelog.admin import ChangelogAdmin
 from samsa.stores.changelog.factory import ChangelogBackendFactory
+from samsa.stores.changelog.lost import check_changelogs_kept
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.stores.changelog.moved import changelog_moves, check_changelog_moves, kafka_probe
 from samsa.stores.changelog.settings import idle_commit_bound_ms
@@ -243,9 +245,10 @@ class ContainerState:
 
     def check_changelogs(self, checkpoints: Mapping[str, AnyCheckpoint]) -> None:
         """Refuses the start (`ChangelogMovedError`) while a store's changelog was changed in the config and
-        the one its checkpoint names still holds its state (`stores.changelog.moved`). Before anything is
-        restored or written: the container calls it before an exactly-once start's abort records; `start`
-        calls it too (once in all)."""
+        the one its checkpoint names still holds its state (`stores.changelog.moved`), or
+        (`ChangelogLostError`) while one lost its checkpointed state with no local copy here
+        (`stores.changelog.lost`). Before anything is restored or written: the container calls it before an
+        exactly-once start's abort records; `start` calls it too (once in all)."""
         if self._changelogs_checked:
             return
         logged = {
@@ -270,6 +273,15 @@ class ContainerState:
                 return client_config(job, system) if settings and settings.kafka_clients else None
 
             check_changelog_moves(moves, kafka_probe(config_for))
+        # Before an exactly-once start's abort records move a recreated changelog's end towards the
+        # checkpointed offset (`ChangelogLostError`). A local copy an earlier run found damaged goes first:
+        # it must not pass for the checkpointed state here, only for the restore to delete it after.
+        self.storage.discard_damaged()
+        check_changelogs_kept(
+            self.storage,
+            {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts},
+            {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts},
+        )
         self._changelogs_checked = True
 
     def start(
@@ -284,15 +296,11 @@ class ContainerState:
             doc = "Time the start waited for its S3 client, made while the checkpoints were read"
             registry.gauge(m.BLOB_CLIENT_WAIT_SECONDS, doc, {}).set(self._blob_factory.client_wait_s)
         timer = registry.timer(m.CONTAINER_RESTORE_SECONDS, "Time restoring stores at start", {})
+        # Before the restore: scraped while it runs (the metrics are served from before it).
+        durable = [name for name, backends in self.storage.store_backends.items() if backends.durable]
+        restore_gauges(registry, self.storage.contexts.values(), durable)
         with timer.time():
             self.storage.restore(markers, ids, stop)
-        for context in self.storage.contexts.values():
-            for store, progress in context.progress.items():
-                labels = {"task": context.task_name, "store": store}
-                doc = "Records replayed into the store at start"
-                registry.gauge(m.STORE_RESTORED_RECORDS, doc, labels).set(progress.records)
-                doc = "Bytes replayed into the store at start"
-                registry.gauge(m.STORE_RESTORED_BYTES, doc, labels).set(progress.bytes)
         opened = self.storage.open()
 
         def commit_manager(name: str) -> TaskCommitManager:
@@ -382,7 +390,15 @@ class ContainerState:
                 if CHANGELOG in self.storage.store_backends[name].backup
             ),
             clock=self._clock,
+            on_committed=self._commit_metrics(context.task_name, durable),
         )
+
+    def _commit_metrics(self, task: str, durable: Mapping[str, DurableStore]) -> CommitMetrics | None:
+        """What records a task's completed commits: sizes of its stores on disk (RocksDB), phases, time."""
+        if self._registry is None:
+            return None
+        dirs = {name: store.store_dir for name, store in durable.items() if store.persistent}
+        return CommitMetrics(self._registry, task, dirs)
 
     def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
         def write(result: CommitResult) -> None:

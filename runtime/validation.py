@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 _MAX_PORT = 65535
 
 _STREAM_KEY = "systems.<sys>.streams.<stream>."
+_DLQ_KEY = "task.deserialization.dlq.stream"
 # Per-stream settings that decide where or in what order a stream is read: one naming no stream of the job
 # is a typo that silently reads the real stream otherwise (from `upcoming`, skipping what is there).
 # The others (serdes) may be for a stream the task sends to without listing it in task.outputs, as Samza
@@ -75,6 +76,7 @@ def check_job(job: JobConfig) -> None:
         for part, name in (("key", settings.key_serde), ("msg", settings.msg_serde)):
             _resolve(serdes, name, serde_key(job, stream, part), stream.stream, part == "key")
     specs = store_specs(job.config)
+    _check_dead_letter_stream(job, _changelogs(specs))  # first: a changelog named as it blames the changelog
     _check_changelogs(job, specs)
     for store, spec in specs.items():
         check_factory(spec)  # a custom engine class: importable, a store, its constructor takes (path, spec)
@@ -124,6 +126,15 @@ def blob_backed_stores(job: JobConfig, specs: Mapping[str, StoreSpec] | None = N
 def job_streams(job: JobConfig, changelogs: Mapping[str, SystemStream]) -> dict[SystemStream, str]:
     """Every stream the job reads or writes (inputs, outputs, `changelogs`, its internal topics), with what
     it is to the job, for messages."""
+    roles = _streams_but_dead_letters(job, changelogs)
+    for stream in _dead_letter_streams(job):
+        roles.setdefault(stream, "the dead-letter stream")
+    return roles
+
+
+def _streams_but_dead_letters(
+    job: JobConfig, changelogs: Mapping[str, SystemStream]
+) -> dict[SystemStream, str]:
     from samsa.runtime.coordinator import checkpoint_system, coordinator_topic  # it imports this module
 
     roles = {stream: f"the adjunct input of store {store}" for store, stream in job.adjunct_inputs.items()}
@@ -135,13 +146,55 @@ def job_streams(job: JobConfig, changelogs: Mapping[str, SystemStream]) -> dict[
         roles.setdefault(stream, "an output")
     for store, stream in changelogs.items():
         roles.setdefault(stream, f"the changelog of store {store}")
-    if job.deserialization_policy == "dlq":
-        for system in sorted({s.system for s in job.inputs}):
-            roles.setdefault(job.dlq_stream(system), "the dead-letter stream")
     system = checkpoint_system(job)
     roles.setdefault(SystemStream(system, checkpoint_topic(job.name, job.id)), "the checkpoint topic")
     roles.setdefault(SystemStream(system, coordinator_topic(job)), "the coordinator topic")
     return roles
+
+
+def _dead_letter_streams(job: JobConfig) -> list[SystemStream]:
+    """The dead-letter stream of each input system, under the dlq policy (one for all when configured)."""
+    if job.deserialization_policy != "dlq":
+        return []
+    return sorted({job.dlq_stream(s.system) for s in job.inputs}, key=str)
+
+
+def _check_dead_letter_stream(job: JobConfig, changelogs: Mapping[str, SystemStream]) -> None:
+    """The dead-letter stream is a topic of its own: one the job reads would take each bad record back in,
+    again and again; a changelog or internal topic would be corrupted by raw records. Naming it without the
+    dlq policy does nothing: a warning."""
+    configured = job.config.value(_DLQ_KEY)
+    if configured and job.deserialization_policy != "dlq":
+        _warn_once(
+            job,
+            _DLQ_KEY,
+            f"{_DLQ_KEY}={configured} is set, but task.deserialization.error.policy="
+            f"{job.deserialization_policy}: no record is sent there; set "
+            "task.deserialization.error.policy=dlq to use it, or remove the key",
+        )
+    others = _streams_but_dead_letters(job, changelogs)
+    for stream in _dead_letter_streams(job):
+        role = others.get(stream)
+        if role is None or role == "an output":
+            continue  # an output may collect the bad records too: the job never reads it back
+        harm = "be read again and sent there again, without end" if "input" in role else "corrupt it"
+        if configured:
+            problem = f"{_DLQ_KEY} names {stream}"
+            fix = f"or remove the key for the default, samsa-dlq-{job.job_key} on each input's system"
+        else:
+            problem, fix = f"the default dead-letter stream {stream}", f"e.g. {stream}-dead-letters"
+        raise ConfigError(
+            f"{problem}, which is {role} of the job; every bad record sent there would {harm}; set "
+            f"{_DLQ_KEY} to a topic of its own ({fix})"
+        )
+
+
+def _warn_once(job: JobConfig, key: str, message: str) -> None:
+    """Logs a warning about `key` once per job: a supervisor prepares the job again on a partition change."""
+    warned = _WARNED.setdefault(job, set())
+    if key not in warned:
+        warned.add(key)
+        log.warning("%s", message)
 
 
 def _changelogs(specs: Mapping[str, StoreSpec]) -> dict[str, SystemStream]:
@@ -189,14 +242,12 @@ def _check_stream_keys(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
         problem = f"{key}: stream {stream} is none of the job's streams ({listed}); {hint}"
         if setting in _CONSUMPTION_SETTINGS or (setting == "samza.intermediate" and job.exactly_once):
             raise ConfigError(problem + "fix the stream name or remove the key")
-        warned = _WARNED.setdefault(job, set())
-        if key not in warned:  # once per key: a supervisor prepares the job again on a partition change
-            warned.add(key)
-            log.warning(
-                "%s",
-                problem + "it applies only if the task sends to that stream (list the stream in "
-                "task.outputs to say it does)",
-            )
+        _warn_once(
+            job,
+            key,
+            problem + "it applies only if the task sends to that stream (list the stream in task.outputs to "
+            "say it does)",
+        )
 
 
 def _check_serde_keys(job: JobConfig, serdes: SerdeRegistry) -> None:

@@ -2,9 +2,11 @@
 
 import errno
 import os
+import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from samsa.exceptions import InvalidConfigError, SamsaError
 
@@ -12,6 +14,8 @@ from samsa.exceptions import InvalidConfigError, SamsaError
 # reports them as text ("IO error: No space left on device: ..."), so their strerror texts are matched too.
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_ROOM_TEXTS = tuple(os.strerror(n) for n in _NO_ROOM)
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 # What to do about a full disk under the store dirs (`StoreDiskFullError`'s `fix` names another dir's key).
@@ -67,6 +71,11 @@ def no_room(
 def disk_full_cause(error: BaseException) -> StoreDiskFullError | None:
     """The `StoreDiskFullError` among `error` and its causes and contexts (a task's process() wraps it, a
     commit's failure is told by the next commit), None when there is none."""
+    return _cause_of(error, StoreDiskFullError)
+
+
+def _cause_of(error: BaseException, kind: type[_E]) -> _E | None:
+    """The first `kind` among `error` and its causes and contexts, breadth first; None when there is none."""
     seen: set[int] = set()
     pending: list[BaseException] = [error]
     while pending:
@@ -74,10 +83,58 @@ def disk_full_cause(error: BaseException) -> StoreDiskFullError | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, StoreDiskFullError):
+        if isinstance(current, kind):
             return current
         pending += [e for e in (current.__cause__, current.__context__) if e is not None]
     return None
+
+
+# RocksDB's status text of damaged files ("Corruption: block checksum mismatch: ... in <dir>/000013.sst
+# offset 66 size 897", "Corruption: Sst file size mismatch: <dir>/000009.sst. Size recorded in manifest
+# ..."); rocksdict raises it as a bare Exception.
+_CORRUPTION = "Corruption:"
+_DAMAGED_FILE = re.compile(r"(\S+?\.(?:sst|log|blob)|\S*MANIFEST-\d+|\S*OPTIONS-\d+|\S*CURRENT)\b")
+
+
+class StoreCorruptError(StoreError):
+    """RocksDB found a store's local files damaged (its "Corruption:" status) at open, on a read or a
+    write. A restart meets the same damage: the local copy must be replaced from a backup, never reused."""
+
+    def __init__(self, store: str | None, path: Path, action: str, error: BaseException) -> None:
+        self.store = store
+        self.path = path
+        #: What met the damage: open, read, iterate, write, flush, ...
+        self.action = action
+        #: RocksDB's own text, naming the damaged file.
+        self.detail = str(error)
+        match = _DAMAGED_FILE.search(self.detail)
+        #: The file RocksDB names (as it names it), None when it names none.
+        self.file = match.group(1) if match else None
+        of_store = f"store {store!r} at " if store else ""
+        named = f" (file {self.file})" if self.file else ""
+        super().__init__(
+            f"{of_store}{path}: its local files are damaged{named}: {action} failed with RocksDB's "
+            f"{self.detail}"
+        )
+
+
+def is_corruption(error: BaseException) -> bool:
+    """Whether `error` is RocksDB's status of damaged files (text starting "Corruption:", via rocksdict)."""
+    return isinstance(error, StoreCorruptError) or str(error).lstrip().startswith(_CORRUPTION)
+
+
+def corrupt(store: str | None, path: Path, action: str, error: BaseException) -> StoreCorruptError | None:
+    """`error` as a `StoreCorruptError` when RocksDB reports damaged files (None when not): for `raise
+    corrupt(..) or ...` where the store layer wraps an engine's failure."""
+    if isinstance(error, StoreCorruptError):
+        return error
+    return StoreCorruptError(store, path, action, error) if is_corruption(error) else None
+
+
+def corruption_cause(error: BaseException) -> StoreCorruptError | None:
+    """The `StoreCorruptError` among `error` and its causes and contexts (a task's process() wraps the
+    read that met the damage), None when there is none."""
+    return _cause_of(error, StoreCorruptError)
 
 
 def free_bytes(path: Path) -> int | None:
@@ -163,4 +220,37 @@ class RestoreSourceError(StoreError, InvalidConfigError):
             f"state; set stores.{store}.restore.factories={suggested} (with {first} in "
             f"stores.{store}.backup.factories too): the store then restores from {first}"
             + (" and seeds the changelog with its contents" if first != "changelog" else "")
+        )
+
+
+class DamagedStoreError(StoreError):
+    """A store's local files are damaged and no backup can replace them (no changelog, no blob-store
+    snapshot in the task's checkpoint; an adjunct store): a restart meets the same damage, so no supervisor
+    restarts it (`deploy.restarts.DAMAGED_STORE_EXIT`). The damaged copy is left in place."""
+
+    def __init__(self, damage: StoreCorruptError, task: str, advice: str) -> None:
+        self.store = damage.store
+        self.path = damage.path
+        self.task = task
+        self.file = damage.file
+        named = f"file {damage.file}" if damage.file else "a file RocksDB does not name"
+        super().__init__(
+            f"store {damage.store!r} of task {task!r}: its local copy at {damage.path} is damaged ({named}: "
+            f"RocksDB's {damage.detail}), and there is no backup to restore it from. A restart meets the "
+            f"same damage, so the job stops; the copy is left in place. {advice}"
+        )
+
+
+class LocalStoreDiscardedError(StoreError):
+    """A store's local files are damaged; the copy is set aside (a marker file the next start honours) and
+    its backup restores it at the restart this failure asks for."""
+
+    def __init__(self, damage: StoreCorruptError, task: str, source: str, marker: Path) -> None:
+        self.store = damage.store
+        self.path = damage.path
+        self.task = task
+        self.marker = marker
+        super().__init__(
+            f"store {damage.store!r} of task {task!r}: its local copy at {damage.path} is damaged; it is set "
+            f"aside ({marker}) and the restart restores the store from {source}"
         )

@@ -1,4 +1,7 @@
-"""Shows restore progress: a bar on a terminal, periodic log lines otherwise (records, MB, rate, ETA)."""
+"""Shows restore progress: a bar on a terminal, periodic log lines otherwise (records, KB/MB, rate, ETA).
+
+The restore metrics (`samsa_store_restored_records`, `..._remaining_records`) read the same `RestoreProgress`
+objects at scrape time (`samsa.runtime.store_metrics`): what this logs and what is scraped agree."""
 
 from __future__ import annotations
 
@@ -18,6 +21,13 @@ _LOG_INTERVAL_S = 10.0
 _BAR_INTERVAL_S = 0.5
 
 
+def size(n: int) -> str:
+    """Bytes for people: KB below 1 MB (`0.0 MB` hid a small store's restore), else MB."""
+    if n < 1_000_000:
+        return f"{n / 1e3:.1f} KB"
+    return f"{n / 1e6:,.1f} MB"
+
+
 def describe(p: RestoreProgress, elapsed: float) -> str:
     """`task/store: records [of total], MB, records/s, ETA` for one store."""
     rate = p.records / elapsed if elapsed > 0 else 0.0
@@ -31,8 +41,8 @@ def describe(p: RestoreProgress, elapsed: float) -> str:
         state = "done" if p.done else f"{p.bytes / 1e6 / max(elapsed, 1e-9):,.1f} MB/s"
         if not p.done and files_rate > 0:
             state += f", ETA {max(0.0, (p.total_files - p.files) / files_rate):.0f} s"
-        return f"{p.task}/{p.store}: {p.files:,} of {p.total_files:,} files, {p.bytes / 1e6:.1f} MB, {state}"
-    return f"{p.task}/{p.store}: {p.records:,}{total} records, {p.bytes / 1e6:.1f} MB, {state}"
+        return f"{p.task}/{p.store}: {p.files:,} of {p.total_files:,} files, {size(p.bytes)}, {state}"
+    return f"{p.task}/{p.store}: {p.records:,}{total} records, {size(p.bytes)}, {state}"
 
 
 class RestoreReporter:
@@ -61,15 +71,15 @@ class RestoreReporter:
         if self._progress:
             elapsed = time.monotonic() - self._started
             records = sum(p.records for p in self._progress)
-            mb = sum(p.bytes for p in self._progress) / 1e6
+            total = size(sum(p.bytes for p in self._progress))
             if self._tty:
                 self._out.write("\n")
             log.info(
-                "%sed %d stores: %d records, %.1f MB in %.1f s",
+                "%sed %d stores: %d records, %s in %.1f s",
                 self._what,
                 len(self._progress),
                 records,
-                mb,
+                total,
                 elapsed,
             )
 

@@ -22,7 +22,7 @@ from rocksdict import (
 )
 
 from samsa.stores.api import KeyValueSnapshot, KeyValueStore, ReplayedSnapshot
-from samsa.stores.exceptions import STORE_DIR_FIX, StoreClosedError, StoreError, no_room
+from samsa.stores.exceptions import STORE_DIR_FIX, StoreClosedError, StoreError, corrupt, no_room
 from samsa.stores.rocksdb_options import RocksDbMemory, RocksDbOptions
 
 _COMPRESSION: dict[str, Callable[[], DBCompressionType]] = {
@@ -149,7 +149,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
                 ),
             )
         except Exception as e:  # rocksdict raises bare Exception for every RocksDB status
-            raise no_room(self.name, path, "open", e) or StoreError(_open_failure(self.name, path, e)) from e
+            failure = no_room(self.name, path, "open", e) or corrupt(self.name, path, "open", e)
+            raise failure or StoreError(_open_failure(self.name, path, e)) from e
         self._db: Rdict | None = db
         self._bulk_load = False
         # Live iterators pin the database open (the LOCK file stays held), so close() must end them.
@@ -160,7 +161,10 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         self._delete: Callable[[bytes], None] = db.delete
 
     def get(self, key: bytes) -> bytes | None:
-        return self._get(key)
+        try:  # free when nothing is raised (3.11's zero-cost try)
+            return self._get(key)
+        except Exception as e:
+            self._raise_failure("read", e)
 
     def put(self, key: bytes, value: bytes | None) -> None:
         try:  # free when nothing is raised (3.11's zero-cost try)
@@ -169,13 +173,13 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             else:
                 self._put(key, value)
         except Exception as e:
-            self._raise_write_failure("write", e)
+            self._raise_failure("write", e)
 
     def delete(self, key: bytes) -> None:
         try:
             self._delete(key)
         except Exception as e:
-            self._raise_write_failure("write", e)
+            self._raise_failure("write", e)
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Apply all entries atomically in one write batch."""
@@ -191,22 +195,25 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             try:
                 db.write(batch)
             except Exception as e:
-                self._raise_write_failure("write", e)
+                self._raise_failure("write", e)
 
     def get_all(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
         db = self._open_db()
         wanted = list(keys)
-        values = cast(list[bytes | None], db.get(cast(list[Any], wanted)))  # one RocksDB multi-get
+        try:
+            values = cast(list[bytes | None], db.get(cast(list[Any], wanted)))  # one RocksDB multi-get
+        except Exception as e:
+            self._raise_failure("read", e)
         return {key: value for key, value in zip(wanted, values, strict=True) if value is not None}
 
     def range(self, from_key: bytes, to_key: bytes) -> Iterator[tuple[bytes, bytes]]:
         db = self._open_db()
         if from_key >= to_key:
             return iter(())
-        return self._track(_RocksIterator(db.items(from_key=from_key), to_key, self.name))
+        return self._track(_RocksIterator(db.items(from_key=from_key), to_key, self, from_key))
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self._track(_RocksIterator(self._open_db().items(), None, self.name))
+        return self._track(_RocksIterator(self._open_db().items(), None, self, None))
 
     def snapshot(self, from_key: bytes, to_key: bytes) -> KeyValueSnapshot[bytes, bytes]:
         # One RocksDB iterator opened now pins the state of this call; the snapshot keeps what it reads
@@ -220,7 +227,11 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             db.flush(True)
         except Exception as e:
             error = StoreError(f"store {self.name!r} at {self.path}: flush failed: {e}")
-            raise no_room(self.name, self.path, "flush", e) or error from e
+            raise (
+                no_room(self.name, self.path, "flush", e)
+                or corrupt(self.name, self.path, "flush", e)
+                or error
+            ) from e
 
     @property
     def bulk_loading(self) -> bool:
@@ -263,7 +274,8 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
             Checkpoint(db).create_checkpoint(str(dest_dir))
         except Exception as e:
             error = StoreError(f"checkpoint of store {self.name!r} into {dest_dir} failed: {e}")
-            raise no_room(self.name, dest_dir, "checkpoint", e) or error from e
+            damaged = corrupt(self.name, self.path, "checkpoint", e)
+            raise no_room(self.name, dest_dir, "checkpoint", e) or damaged or error from e
         return dest_dir
 
     def ingest(self, sst_files: Sequence[Path], move: bool = True) -> None:
@@ -280,7 +292,11 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
         except Exception as e:
             names = ", ".join(str(path) for path in sst_files)
             error = StoreError(f"store {self.name!r} at {self.path}: cannot ingest {names}: {e}")
-            raise no_room(self.name, self.path, "ingest", e) or error from e
+            raise (
+                no_room(self.name, self.path, "ingest", e)
+                or corrupt(self.name, self.path, "ingest", e)
+                or error
+            ) from e
 
     def close(self) -> None:
         db = self._db
@@ -296,7 +312,7 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
                 db.flush(True)  # writes outside the log survive only once in an SST
             db.close()
         except Exception as e:
-            self._raise_write_failure("close", e)
+            self._raise_failure("close", e)
 
     def _open_db(self) -> Rdict:
         db = self._db
@@ -307,12 +323,13 @@ class RocksDbStore(KeyValueStore[bytes, bytes]):
     def _raise_closed(self, *_: object) -> NoReturn:
         raise StoreClosedError(self.name)
 
-    def _raise_write_failure(self, action: str, error: Exception) -> NoReturn:
-        """Raises `StoreDiskFullError` for a write refused for want of room, else `error` as it was."""
-        full = no_room(self.name, self.path, action, error)
-        if full is None:
+    def _raise_failure(self, action: str, error: Exception) -> NoReturn:
+        """Raises `StoreDiskFullError` for a write refused for want of room, `StoreCorruptError` for damaged
+        files (RocksDB's "Corruption:"), else `error` as it was."""
+        failure = no_room(self.name, self.path, action, error) or corrupt(self.name, self.path, action, error)
+        if failure is None:
             raise error
-        raise full from error
+        raise failure from error
 
     def _track(self, iterator: "_RocksIterator") -> "_RocksIterator":
         self._iterators.add(iterator)
@@ -327,15 +344,21 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
     """Entries of a rocksdict items iterator up to an exclusive bound; drops the native iterator at the end.
 
     Dropping the native iterator (end reached, `close()`, garbage collection, or the store closing) is
-    what releases RocksDB's snapshot and the database handle.
+    what releases RocksDB's snapshot and the database handle. rocksdict's items iterator ends silently on an
+    error (a damaged block reads as the end of the store): an end before the bound is checked with one seek
+    past the last entry, which raises RocksDB's error (`StoreCorruptError` for damaged files).
     """
 
-    __slots__ = ("__weakref__", "_entries", "_store_closed", "_store_name", "_to")
+    __slots__ = ("__weakref__", "_entries", "_from", "_last", "_store", "_store_closed", "_to")
 
-    def __init__(self, entries: Iterator[object], to_key: bytes | None, store_name: str) -> None:
+    def __init__(
+        self, entries: Iterator[object], to_key: bytes | None, store: RocksDbStore, from_key: bytes | None
+    ) -> None:
         self._entries: Iterator[tuple[bytes, bytes]] | None = cast(Iterator[tuple[bytes, bytes]], entries)
         self._to = to_key
-        self._store_name = store_name
+        self._from = from_key
+        self._last: bytes | None = None
+        self._store = store
         self._store_closed = False
 
     def __iter__(self) -> "_RocksIterator":
@@ -345,18 +368,41 @@ class _RocksIterator(Iterator[tuple[bytes, bytes]]):
         entries = self._entries
         if entries is None:
             if self._store_closed:
-                raise StoreClosedError(self._store_name)
+                raise StoreClosedError(self._store.name)
             raise StopIteration
         try:
             entry = next(entries)
         except StopIteration:
             self._entries = None
+            self._check_end()
             raise
         to = self._to
         if to is not None and entry[0] >= to:
             self._entries = None
             raise StopIteration
+        self._last = entry[0]
         return entry
+
+    def _check_end(self) -> None:
+        """Raises the error that ended the native iterator early, if one did (none at the true end)."""
+        db = self._store._db
+        if db is None:
+            return
+        probe = db.iter()
+        try:
+            if self._last is not None:
+                probe.seek(self._last)
+                if probe.valid():
+                    probe.next()
+            elif self._from is not None:
+                probe.seek(self._from)
+            else:
+                probe.seek_to_first()
+            probe.status()
+        except Exception as e:  # rocksdict raises bare Exception with RocksDB's status text
+            self._store._raise_failure("iterate", e)
+        finally:
+            del probe  # releases the native iterator (and its pin on the database) now
 
     def close(self) -> None:
         """Release the native iterator now rather than at garbage collection."""
@@ -458,7 +504,10 @@ def _rocksdict_options(options: RocksDbOptions, cache: Cache, write_buffers: Wri
 
 def _open_failure(name: str, path: Path, error: Exception) -> str:
     text = str(error)
-    if "lock" in text.lower():
+    # RocksDB's lock error only, which names the LOCK file ("IO error: While lock file: <dir>/LOCK: Resource
+    # temporarily unavailable", or "lock hold by current process ... <dir>/LOCK: No locks available"): a
+    # "block checksum mismatch" is damage, not a lock.
+    if text.startswith("IO error") and "/LOCK:" in text:
         return (
             f"cannot open store {name!r} at {path}: it is locked ({text}); another container or an "
             "unclosed store in this process holds it - stop that one, or close the store first"

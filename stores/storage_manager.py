@@ -9,6 +9,8 @@ their backend decides what to keep.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
 import threading
 from collections.abc import Callable, Mapping
@@ -27,10 +29,11 @@ from samsa.stores.backend import (
     TaskRestoreManager,
     TaskStoresContext,
 )
-from samsa.stores.backends import CHANGELOG, StoreBackends, store_backends
+from samsa.stores.backends import BLOBSTORE, CHANGELOG, StoreBackends, store_backends
 from samsa.stores.blobstore.exceptions import SNAPSHOT_UNUSABLE
 from samsa.stores.cached import CachedStore, cache_settings
-from samsa.stores.checkpoint_dirs import Checkpointable
+from samsa.stores.checkpoint_dirs import Checkpointable, delete_checkpoint_dirs
+from samsa.stores.exceptions import DamagedStoreError, LocalStoreDiscardedError, StoreCorruptError, StoreError
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine
 from samsa.stores.logged import LoggedStore
 from samsa.stores.readonly import ReadOnlyStore
@@ -48,6 +51,12 @@ EngineFactory = Callable[[StoreSpec, Path], KeyValueStore[bytes, bytes]]
 def task_dir_name(task_name: str) -> str:
     """A task name as a directory name (Samza: spaces become underscores)."""
     return task_name.replace(" ", "_")
+
+
+def damaged_marker(store_dir: Path) -> Path:
+    """The file that sets a store's damaged local copy aside: `<store dir>.damaged`. A store name holds no
+    dot (one segment of a `stores.<s>.` key), so no store or checkpoint dir can take this name."""
+    return store_dir.with_name(store_dir.name + ".damaged")
 
 
 def _tagged(send: Send, context: TaskStoresContext) -> Send:
@@ -231,6 +240,8 @@ class ContainerStorage:
         self._parallelism = parallelism
         self._input_partitions = dict(input_partitions) if input_partitions is not None else None
         self.contexts = {t.name: self._context(t) for t in tasks}
+        #: Task -> its last checkpoint's markers by backend (None: no checkpoint), as `restore` got them.
+        self._checkpoint_markers: dict[str, Mapping[str, Markers] | None] = {}
 
     def _context(self, task: TaskStoresModel) -> TaskStoresContext:
         dirs = {}
@@ -273,6 +284,8 @@ class ContainerStorage:
         """Wipes non-durable stores, then restores every durable store of every task, in parallel.
         `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
         managers: list[StoreRestore] = []
+        self._checkpoint_markers = {task.name: markers.get(task.name) for task in self.tasks}
+        self.discard_damaged()
         for task in self.tasks:
             context = self.contexts[task.name]
             self._open_in_memory_engines(context)
@@ -379,6 +392,108 @@ class ContainerStorage:
         for name, spec in self.specs.items():
             if spec.factory != ROCKSDB and name not in context.engines and name not in self.engine_factories:
                 context.engines[name] = open_engine(spec, context.store_dirs[name])
+
+    def discard_damaged(self) -> None:
+        """Deletes every local store copy an earlier run set aside as damaged (`damaged`); `restore` calls
+        it first. Idempotent: a check that reads the local dirs before the restore calls it before reading."""
+        for task in self.tasks:
+            for store, store_dir in self.contexts[task.name].store_dirs.items():
+                self._discard_damaged(store_dir, task.name, store)
+
+    @staticmethod
+    def _discard_damaged(store_dir: Path, task: str, store: str) -> None:
+        """Deletes a local copy an earlier run found damaged and set aside (`damaged`): the store dir and
+        its local checkpoint dirs, which hard-link the same SST files. Its backup then restores it."""
+        marker = damaged_marker(store_dir)
+        if not marker.exists():
+            return
+        log.warning(
+            "store %s of task %s: deleting its local copy %s and its local checkpoint dirs, found damaged "
+            "by the last run (%s); restoring the store from its backup",
+            store,
+            task,
+            store_dir,
+            marker,
+        )
+        if store_dir.exists():
+            shutil.rmtree(store_dir)
+        delete_checkpoint_dirs(store_dir)
+        marker.unlink()  # last: a crash before it deletes the rest again at the next start
+
+    def damaged(self, damage: StoreCorruptError) -> StoreError:
+        """What a container fails with when RocksDB found a store's local files damaged. With a backup to
+        restore it from, the copy is set aside for the next start to delete (its dir and its checkpoint
+        dirs: never reused), and the failure is restartable; without one, a `DamagedStoreError` that no
+        supervisor restarts, the copy left in place. A path of no store of the container: `damage` as is."""
+        found = self._store_at(damage.path)
+        if found is None:
+            return damage
+        task, store, store_dir = found
+        source = self._restore_source(task, store)
+        if source is None:
+            return DamagedStoreError(damage, task, self._no_backup_advice(store, store_dir))
+        marker = damaged_marker(store_dir)
+        try:
+            marker.write_text(f"{damage.detail}\n", encoding="utf-8")
+        except OSError as e:
+            damage.add_note(
+                f"could not set the damaged copy aside ({marker}: {e}): delete {store_dir} by hand"
+            )
+            return damage
+        log.warning(
+            "store %s of task %s: its local copy %s is damaged (%s failed: RocksDB's %s); it is set aside "
+            "(%s), never reused: the container stops, and its restart deletes it with its local checkpoint "
+            "dirs and restores the store from %s",
+            store,
+            task,
+            store_dir,
+            damage.action,
+            damage.detail,
+            marker,
+            source,
+        )
+        return LocalStoreDiscardedError(damage, task, source, marker)
+
+    def _store_at(self, path: Path) -> tuple[str, str, Path] | None:
+        """(task, store, store dir) of the store whose live dir, or a checkpoint dir of which, is `path`."""
+        target = Path(os.path.abspath(path))
+        for context in self.contexts.values():
+            for store, store_dir in context.store_dirs.items():
+                live = Path(os.path.abspath(store_dir))
+                # Exactly `<store>-<millis>-<nanos>`: store `a` must not take store `a-b`'s dir.
+                checkpoint = re.fullmatch(re.escape(live.name) + r"-\d+-\d+", target.name)
+                if target == live or (target.parent == live.parent and checkpoint):
+                    return context.task_name, store, store_dir
+        return None
+
+    def _restore_source(self, task: str, store: str) -> str | None:
+        """What rebuilds `store` of `task` once its local copy is gone; None when nothing would."""
+        if store in self.read_only:
+            return None  # an adjunct store: its keeper, not a backend, decides what to keep
+        backends = self.store_backends[store]
+        if not backends.durable:
+            return "nothing: no backend keeps it, so it starts empty, as at every start"
+        if CHANGELOG in backends.restore:
+            return f"its changelog {self.specs[store].changelog}"
+        markers = self._checkpoint_markers.get(task)
+        if BLOBSTORE in backends.restore and markers and store in markers.get(BLOBSTORE, {}):
+            return "its blob-store snapshot of the task's last checkpoint"
+        if BLOBSTORE in backends.restore and task in self._checkpoint_markers and markers is None:
+            return "nothing: the task has no checkpoint yet, so it starts empty, as at any start without one"
+        return None
+
+    def _no_backup_advice(self, store: str, store_dir: Path) -> str:
+        if store in self.read_only:
+            return (
+                f"It is an adjunct store fed by {self.read_only[store]}: delete {store_dir} and start the "
+                "job again, and the start builds the store again from that stream"
+            )
+        return (
+            f"Put back an intact copy of {store_dir} if you keep one, or delete it and its local "
+            f"checkpoint dirs ({store_dir}-<checkpoint id>) to start the store empty, then start the job "
+            f"again. Back the store up to survive this: stores.{store}.changelog=<system>.<stream> or "
+            f"stores.{store}.backup.factories=blobstore (docs/state.md)"
+        )
 
     @staticmethod
     def _wipe(path: Path, task: str, store: str) -> None:

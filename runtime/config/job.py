@@ -40,6 +40,35 @@ def job_id_clash(name: str, value: str) -> str | None:
     )
 
 
+# What Kafka allows in a topic name: Samsa's internal topics are named after job.name and job.id, and its
+# state and lock dirs too (a '/' or '..' would put them outside the state dir).
+_NAME_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+_MAX_TOPIC_LENGTH = 249
+
+
+def check_job_identity(name: str, job_id: str) -> None:
+    """Refuses a `job.name` or `job.id` that would make an illegal topic name or path: only ASCII letters,
+    digits, '.', '_' and '-', and every topic named after them at most 249 characters (Kafka's limit)."""
+    for key, value in (("job.name", name), ("job.id", job_id)):
+        if not _NAME_CHARS.fullmatch(value):
+            raise ConfigError(
+                f"{key}={value!r} may hold only ASCII letters, digits, '.', '_' and '-' (and must not be "
+                "empty): the job's topics, state and lock dirs are named after it"
+            )
+    # Imported here: it loads the Kafka client, which `samsa config keys` does without.
+    from samsa.checkpoint.kafka_manager import checkpoint_topic
+
+    # The longest topic named after the job (the coordinator's and dead-letter topic's prefixes are shorter).
+    topic = checkpoint_topic(name, job_id)
+    excess = len(topic) - _MAX_TOPIC_LENGTH
+    if excess > 0:
+        raise ConfigError(
+            f"job.name ({len(name)} characters) with job.id ({len(job_id)}) names topic {topic[:40]}... "
+            f"{len(topic)} characters long, past Kafka's limit of {_MAX_TOPIC_LENGTH} characters for a "
+            f"topic name; shorten them to at most {len(name) + len(job_id) - excess} characters together"
+        )
+
+
 @dataclass(frozen=True)
 class SystemSettings:
     """One `systems.<sys>.*` block."""
@@ -325,6 +354,7 @@ class JobConfig:
                 )
 
     def _check(self) -> None:
+        check_job_identity(self.name, self.id)
         if len(set(self.inputs)) != len(self.inputs):
             raise ConfigError("task.inputs lists a stream twice; list each <system>.<stream> once")
         _ = self.systems  # every system a key names is defined (raises naming the key otherwise)

@@ -8,11 +8,16 @@ _CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
 
 KEYS = [
     # Job and tasks
-    Key("job.name", "str", "Name of the job; with job.id it names internal topics and state dirs."),
+    Key(
+        "job.name",
+        "str",
+        "Name of the job; with job.id it names internal topics and state dirs: ASCII letters, digits, "
+        "'.', '_' and '-'.",
+    ),
     Key(
         "job.id",
         "str",
-        "Instance id of the job, to run several copies of one job; no '-' (use '_' or '.').",
+        "Instance id of the job, to run copies of one job: ASCII letters, digits, '_' or '.' (no '-').",
         default="1",
     ),
     Key("task.class", "class", "The StreamTask class, as module:Class or module.Class on PYTHONPATH."),

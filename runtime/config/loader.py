@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +12,48 @@ import yaml
 from samsa.runtime.exceptions import ConfigError
 
 
-def _flatten(data: Mapping[str, Any], prefix: str, out: dict[str, str], source: str) -> None:
+def _flatten(
+    data: Mapping[str, Any], prefix: str, out: dict[str, str], source: str, where: dict[str, str]
+) -> None:
+    """Adds `data`'s keys to `out` under `prefix`; `where` records where each full key was given, so that
+    one given twice (repeated in a YAML mapping, or spelled nested and flat) is refused naming both."""
+    lines = data.lines if isinstance(data, _LinedDict) else {}
+    for key, first, second in data.repeated if isinstance(data, _LinedDict) else ():
+        _refuse_twice(source, f"{prefix}{key}", f"line {first}", f"line {second}")
     for key, value in data.items():
         full = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            _flatten(value, f"{full}.", out, source)
-        elif value is None:
+            _flatten(value, f"{full}.", out, source, where)
+            continue
+        if value is None:
             raise ConfigError(f"{source}: {full} has no value; give one or remove the key")
-        else:
-            out[full] = _to_text(value)
+        here = f"line {lines[key]}" if key in lines else _spelling(prefix, key)
+        if full in where:
+            _refuse_twice(source, full, where[full], here)
+        where[full] = here
+        out[full] = _to_text(value)
+
+
+def _spelling(prefix: str, key: str) -> str:
+    """How a dict spelled a key: `task: {commit.ms}` for {"task": {"commit.ms": ...}}."""
+    if not prefix:
+        return key
+    parents = prefix.rstrip(".").split(".")
+    return f"{'.'.join(parents)}: {{{key}}}"
+
+
+def _refuse_twice(source: str, key: str, first: str, second: str) -> None:
+    raise ConfigError(
+        f"{source}: {key} is given twice ({first} and {second}); keep one: which of the two values was "
+        "meant cannot be told"
+    )
+
+
+class _LinedDict(dict[Any, Any]):
+    """A YAML mapping with the line of each key, and the keys it repeats (key, first line, second line)."""
+
+    lines: dict[Any, int]
+    repeated: list[tuple[Any, int, int]]
 
 
 class _TextLoader(yaml.SafeLoader):
@@ -39,6 +72,37 @@ _TextLoader.yaml_implicit_resolvers = {
     ]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _lined_mapping(loader: _TextLoader, node: yaml.MappingNode) -> Iterator[_LinedDict]:
+    """A mapping that keeps its keys' lines and the keys it repeats (PyYAML keeps the last silently)."""
+    data = _LinedDict()
+    yield data  # first, as PyYAML's own constructor does: an alias inside may refer to it
+    data.repeated = _repeated_keys(node)
+    data.update(loader.construct_mapping(node))
+    # After construct_mapping merged `<<` entries in ahead of the mapping's own: its own lines win.
+    data.lines = {loader.construct_object(k): k.start_mark.line + 1 for k, _ in node.value}
+
+
+def _repeated_keys(node: yaml.MappingNode) -> list[tuple[Any, int, int]]:
+    """Keys written twice in one mapping, as (key, first line, second line); a `<<` merge's keys are
+    meant to be overridden and are not counted."""
+    seen: dict[str, int] = {}
+    repeated = []
+    for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+            continue
+        line = key_node.start_mark.line + 1
+        if key_node.value in seen:
+            repeated.append((key_node.value, seen[key_node.value], line))
+        else:
+            seen[key_node.value] = line
+    return repeated
+
+
+_TextLoader.add_constructor("tag:yaml.org,2002:map", _lined_mapping)
 
 # YAML 1.1's booleans: `yes`/`on` in a YAML job file meant true for a boolean key, and still do.
 _YAML_BOOLS = {"true": "true", "yes": "true", "on": "true", "false": "false", "no": "false", "off": "false"}
@@ -159,28 +223,53 @@ def load_raw(source: str | Path | Mapping[str, Any]) -> dict[str, str]:
     """Flat string keys from a dict, or from a file chosen by its suffix."""
     if isinstance(source, Mapping):
         out: dict[str, str] = {}
-        _flatten(source, "", out, "config")
+        _flatten(source, "", out, "config", {})
         return out
     path = Path(source)
-    if not path.is_file():
-        raise ConfigError(f"job config file {path} does not exist")
+    text = _read_text(path)
+    if path.suffix == ".properties":
+        # Java's Properties keeps the last of a key given twice: so does Samsa, for files shared with Samza.
+        return parse_properties(text, str(path))
+    if path.suffix in (".yaml", ".yml"):
+        return _load_yaml(text, path)
+    raise ConfigError(f"{path}: a job config is a .properties, .yaml or .yml file")
+
+
+def _read_text(path: Path) -> str:
+    """The text of a job file; a missing, unreadable or non-UTF-8 file, or a directory, fails naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"job config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"job config file {path} is a directory; name a .properties, .yaml or .yml file"
+        ) from None
+    except PermissionError:
+        # Also when a dir on its path cannot be searched: the file may well exist.
+        raise ConfigError(
+            f"job config file {path} cannot be read (permission denied); give the user running samsa read "
+            "access to it (and search access to its directories)"
+        ) from None
     except UnicodeDecodeError as e:
         raise ConfigError(
             f"job config file {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8"
         ) from None
-    if path.suffix == ".properties":
-        return parse_properties(text, str(path))
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.load(text, Loader=_TextLoader) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from e
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{path} must hold a mapping of config keys")
-        out = {}
-        _flatten(data, "", out, str(path))
-        _yaml_booleans(out)
-        return out
-    raise ConfigError(f"{path}: a job config is a .properties, .yaml or .yml file")
+    except OSError as e:
+        raise ConfigError(f"job config file {path} cannot be read ({e.strerror or e})") from None
+
+
+def _load_yaml(text: str, path: Path) -> dict[str, str]:
+    loader = _TextLoader(text)
+    try:
+        data = loader.get_single_data() or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from e
+    finally:
+        loader.dispose()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path} must hold a mapping of config keys")
+    out: dict[str, str] = {}
+    _flatten(data, "", out, str(path), {})
+    _yaml_booleans(out)
+    return out

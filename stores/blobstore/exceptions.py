@@ -22,6 +22,30 @@ class BlobDeletedError(BlobStoreError):
         )
 
 
+def _elsewhere(job: str, s3: bool) -> str:
+    """How to point the blob-store keys at the location whose `job`/ holds the job's snapshots."""
+    if s3:
+        return (
+            "point blobstore.s3.bucket and blobstore.s3.prefix (and blobstore.s3.endpoint.url, "
+            f"blobstore.s3.region) at the bucket and prefix whose {job}/ holds the job's snapshots"
+        )
+    return (
+        f"point blobstore.local.dir at the dir whose {job}/ holds the job's snapshots (unset, it "
+        "is <job.logged.store.base.dir>/blobstore, inside the state dir: a new "
+        "job.logged.store.base.dir, a new host's say, moves it; copy the old blobstore dir there or "
+        "set the key)"
+    )
+
+
+# How to go on once a store's snapshots are lost (both errors of a snapshot no changelog can replace).
+_START_OVER = (
+    "start the state over: run the job with a new job.id (no checkpoints, no state; inputs start at "
+    "samza.offset.default; a store with a changelog needs its changelog topic deleted too), filling the "
+    "store first with `samsa state bootstrap` under that job.id if a dataset holds its state "
+    "(docs/state-bootstrap.md). See docs/state.md (Blob-store backup and restore)"
+)
+
+
 class SnapshotIndexMissingError(BlobDeletedError, InvalidConfigError):
     """The snapshot index a task's last checkpoint names for a store without a changelog to fall back on is
     not where the blob store looks (a moved dir, a new host's base dir, another bucket or prefix). A restart
@@ -35,18 +59,6 @@ class SnapshotIndexMissingError(BlobDeletedError, InvalidConfigError):
         self.task = task
         self.location = location
         job = blob_id.split("/", 1)[0]
-        if s3:
-            elsewhere = (
-                "point blobstore.s3.bucket and blobstore.s3.prefix (and blobstore.s3.endpoint.url, "
-                f"blobstore.s3.region) at the bucket and prefix whose {job}/ holds the job's snapshots"
-            )
-        else:
-            elsewhere = (
-                f"point blobstore.local.dir at the dir whose {job}/ holds the job's snapshots (unset, it "
-                "is <job.logged.store.base.dir>/blobstore, inside the state dir: a new "
-                "job.logged.store.base.dir, a new host's say, moves it; copy the old blobstore dir there or "
-                "set the key)"
-            )
         # BlobStoreError's constructor, not BlobDeletedError's: this message replaces its generic one.
         BlobStoreError.__init__(
             self,
@@ -54,13 +66,42 @@ class SnapshotIndexMissingError(BlobDeletedError, InvalidConfigError):
             f"({checkpoint_id}) names is not in the blob store at {location}, and no changelog can restore "
             "the store instead (it has none, or one its checkpoint has no marker of). A restart finds it "
             "missing again, so the start is refused, the store left untouched. If the snapshots are "
-            f"elsewhere, {elsewhere}; `samsa state ls` then lists the "
+            f"elsewhere, {_elsewhere(job, s3)}; `samsa state ls` then lists the "
             "snapshot. If they are lost (deleted, or expired: the job stayed down longer than "
-            "blobstore.ttl.days after a crash between a checkpoint and its cleanup), start the state over: "
-            "run the job with a new job.id (no checkpoints, no state; inputs start at "
-            "samza.offset.default; a store with a changelog needs its changelog topic deleted too), filling "
-            "the store first with `samsa state bootstrap` under that job.id if a dataset holds its state "
-            "(docs/state-bootstrap.md). See docs/state.md (Blob-store backup and restore)",
+            f"blobstore.ttl.days after a crash between a checkpoint and its cleanup), {_START_OVER}",
+        )
+
+
+class SnapshotUnusableError(BlobStoreError, InvalidConfigError):
+    """The snapshot a task's last checkpoint names for a store without a changelog to fall back on is
+    damaged or incomplete: its index does not parse or is not this store's, or a blob of it is missing or
+    does not match its checksum. A restart meets it again: a config-like error, which no supervisor
+    restarts (as `SnapshotIndexMissingError`)."""
+
+    def __init__(
+        self,
+        blob_id: str,
+        store: str,
+        task: str,
+        checkpoint_id: str,
+        location: str,
+        s3: bool,
+        problem: BlobStoreError,
+    ) -> None:
+        self.blob_id = blob_id
+        self.store = store
+        self.task = task
+        self.location = location
+        self.problem = problem
+        job = blob_id.split("/", 1)[0]
+        super().__init__(
+            f"store {store!r} of task {task!r}: the blob-store snapshot that its last checkpoint "
+            f"({checkpoint_id}) names (index {blob_id!r}, in the blob store at {location}) cannot be "
+            f"restored: {problem}. No changelog can restore the store instead (it has none, or one its "
+            "checkpoint has no marker of), and a restart meets the same snapshot, so the start is refused. "
+            "`samsa blobstore verify <job config>` lists every missing or damaged blob of the job's "
+            "snapshots. If an intact copy of them exists (a backup of the blob store, or the snapshots are "
+            f"elsewhere), put it back, or {_elsewhere(job, s3)}. If they are lost, {_START_OVER}"
         )
 
 

@@ -26,10 +26,13 @@ from samsa.stores.backend import Markers, RestoreProgress, TaskStoresContext
 from samsa.stores.blobstore.api import BlobMetadata
 from samsa.stores.blobstore.diff import same_dir
 from samsa.stores.blobstore.exceptions import (
+    SNAPSHOT_UNUSABLE,
     BlobDeletedError,
+    BlobStoreError,
     IndexFormatError,
     InputPartitionsChangedError,
     SnapshotIndexMissingError,
+    SnapshotUnusableError,
 )
 from samsa.stores.blobstore.index import SnapshotIndex
 from samsa.stores.blobstore.transfer import BlobTransfer
@@ -127,12 +130,17 @@ class BlobStoreRestoreManager:
                 # storage manager's fallback, `SNAPSHOT_UNUSABLE`); one whose changelog is to be seeded has
                 # no fallback (its changelog holds only recent writes). Without one, every restart would
                 # fail the same way until the blob store location is fixed or the state started over.
-                if store in self.context.tail_restored and store not in self.context.seeded:
+                if self._falls_back(store):
                     raise
                 raise SnapshotIndexMissingError(
                     blob_id, store, task, checkpoint_id or "?", self._location, self._s3
                 ) from e
-            _check_belongs(index, blob_id, task, store, checkpoint_id)
+            except SNAPSHOT_UNUSABLE as e:
+                raise self._unusable(e, store, blob_id, checkpoint_id) from e
+            try:
+                _check_belongs(index, blob_id, task, store, checkpoint_id)
+            except IndexFormatError as e:
+                raise self._unusable(e, store, blob_id, checkpoint_id) from e
             # Here, before `restore` deletes or writes anything of the store.
             _check_input_partitions(index, self.context.input_partitions)
             self.snapshots[store] = (blob_id, index)
@@ -168,7 +176,10 @@ class BlobStoreRestoreManager:
                 delete_checkpoint_dir(path)
             # Downloaded straight into the live dir, unless the changelog restore takes the store over as
             # a local checkpoint dir (the commit right after the restore makes the next one anyway).
-            self._download(store, index, local if tail else store_dir, progress, stop)
+            try:
+                self._download(store, index, local if tail else store_dir, progress, stop)
+            except SNAPSHOT_UNUSABLE as e:
+                raise self._unusable(e, store, self.snapshots[store][0], checkpoint_id) from e
         if reused or tail:
             markers = {
                 backend: stores[store]
@@ -218,6 +229,23 @@ class BlobStoreRestoreManager:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+
+    def _falls_back(self, store: str) -> bool:
+        """Whether the changelog restores `store` when its snapshot is unusable (its tail is replayed; a
+        changelog being seeded holds only recent writes, no fallback)."""
+        return store in self.context.tail_restored and store not in self.context.seeded
+
+    def _unusable(
+        self, error: BlobStoreError, store: str, blob_id: str, checkpoint_id: str | None
+    ) -> BlobStoreError:
+        """`error` as is for a store with a fallback (the storage manager's, `SNAPSHOT_UNUSABLE`); without
+        one, every restart meets the same snapshot: a `SnapshotUnusableError`, which none restarts."""
+        if self._falls_back(store):
+            return error
+        task = self.context.task_name
+        return SnapshotUnusableError(
+            blob_id, store, task, checkpoint_id or "?", self._location, self._s3, error
+        )
 
     def close(self) -> None:
         """The transfer's blob store belongs to the backend factory."""

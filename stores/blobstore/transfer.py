@@ -90,11 +90,13 @@ class BlobTransfer:
         batch.wait()
         uploaded = iter([f.result() for f in futures])
         index = _assemble(diff, uploaded)
+        # Not `base.describe()`: the base of a dir's upload has no payload path yet (an empty field).
         log.debug(
-            "uploaded %d files (%d bytes) of %s in %.2f s",
+            "uploaded %d files (%d bytes) of store %s of %s in %.2f s",
             len(files),
             sum(f.result().size for f in futures),
-            base.describe(),
+            base.store_name,
+            base.task_name,
             time.monotonic() - started,
         )
         return index

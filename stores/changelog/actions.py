@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.stores.changelog.exceptions import ChangelogMarkerError
+from samsa.stores.changelog.exceptions import ChangelogLostError, ChangelogMarkerError
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStreamPartition
 
@@ -27,6 +27,8 @@ class LocalDir:
     marker: str | None = None
     #: When the marker file was written (epoch ms); None when unknown.
     written_at_ms: float | None = None
+    #: The checkpoint id its name and marker file agree on; None when they do not, or it has no marker file.
+    checkpoint_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,11 @@ class RestoreInputs:
     now_ms: float = 0
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 14_400_000
+    #: The id of the checkpoint being restored, and the task (named by the refusal of a lost changelog).
+    checkpoint_id: str | None = None
+    task: str = ""
+    #: The other backends whose marker for the store the checkpoint has (a blob-store snapshot).
+    other_backups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,9 @@ class StoreActions:
     notes: tuple[str, ...] = ()
     #: True when the store cannot be brought back exactly to the checkpoint (logged as a warning).
     degraded: bool = False
+    #: True when the changelog is rebuilt from the reused dir: every record read is undone, then every other
+    #: key of the store is written to it (`ChangelogRestoreManager` does that part).
+    seed: bool = False
 
     @property
     def records_to_read(self) -> int:
@@ -105,18 +115,7 @@ def store_actions(i: RestoreInputs) -> StoreActions:
         return StoreActions(dirs, None, i.low, newest, newest, (f"no checkpoint: restoring all of {full}",))
     c = checkpointed.offset
     if c is not None and not i.low - 1 <= c <= newest:
-        return StoreActions(
-            dirs,
-            None,
-            i.low,
-            newest,
-            newest,
-            (
-                f"checkpointed offset {c} is outside {full} (topic recreated, or records deleted): "
-                "restoring all of it, nothing undone",
-            ),
-            degraded=True,
-        )
+        return _lost_changelog_actions(i, c, full)
     notes: list[str] = []
     target = i.low - 1 if c is None else c  # c None: the changelog was empty at the commit
     degraded = False
@@ -152,7 +151,55 @@ def seed_actions(i: RestoreInputs, restored: Path) -> StoreActions:
         f"the checkpoint has no changelog marker: seeding changelog {i.changelog} with the restored store "
         f"(reusing {restored.name}; undoing offsets [{i.low}, {newest}], then writing every other key)"
     )
-    return StoreActions(dirs, restored, i.low, i.low - 1, newest, (note,))
+    return StoreActions(dirs, restored, i.low, i.low - 1, newest, (note,), seed=True)
+
+
+def _lost_changelog_actions(i: RestoreInputs, checkpointed: int, full: str) -> StoreActions:
+    """The plan when the checkpointed offset lies outside the changelog (deleted and recreated, truncated,
+    or records deleted from its front): what it holds is not the checkpointed state, and replaying it would
+    silently start the store over. Only a local dir holding exactly the checkpointed state can bring the
+    store back, and the changelog is rebuilt from it; without one, the start is refused."""
+    newest = i.high - 1
+    why: list[str] = []
+    exact = _exact_local_dir(i, checkpointed, why) if i.persistent else None
+    if exact is None:
+        if not i.persistent:
+            why.append("the store is not persistent: it keeps no local copy")
+        elif not why:
+            why.append("the store has no local checkpoint dir here")
+        raise ChangelogLostError(
+            i.store, i.task, i.changelog, checkpointed, i.low, newest, "; ".join(why), i.other_backups
+        )
+    note = (
+        f"checkpointed offset {checkpointed} is outside {full} (the topic was deleted and recreated, or "
+        f"records were deleted): the changelog lost the checkpointed state. Restoring the store from its "
+        f"local copy {exact.name}, which holds exactly that state, and rebuilding the changelog from it "
+        f"(undoing offsets [{i.low}, {newest}], then writing every other key)"
+    )
+    dirs = tuple(d.path for d in i.local_dirs if d.path != exact)
+    return StoreActions(dirs, exact, i.low, i.low - 1, newest, (note,), degraded=True, seed=True)
+
+
+def _exact_local_dir(i: RestoreInputs, checkpointed: int, why: list[str]) -> Path | None:
+    """The local dir of the checkpoint being restored whose marker is at `checkpointed` of this changelog;
+    `why` gets the reason each other dir does not qualify."""
+    found = None
+    for d in i.local_dirs:
+        name = d.path.name
+        if i.checkpoint_id is None or d.checkpoint_id != i.checkpoint_id:
+            why.append(f"{name} is not the dir of checkpoint {i.checkpoint_id} (or has no readable marker)")
+            continue
+        try:
+            local = None if d.marker is None else ChangelogMarker.decode(d.marker, i.store)
+        except ChangelogMarkerError as e:
+            why.append(f"{name}: {e}")
+            continue
+        if local is None or local.changelog != i.changelog or local.offset != checkpointed:
+            at = "no changelog marker" if local is None else f"offset {local.offset} of {local.changelog}"
+            why.append(f"{name} is at {at}, not at the checkpointed offset")
+            continue
+        found = d.path
+    return found
 
 
 def _best_local_dir(

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from samsa.exceptions import InvalidConfigError
 from samsa.stores.exceptions import StoreError
+from samsa.streams import SystemStreamPartition
 
 
 class ChangelogError(StoreError):
@@ -89,4 +90,50 @@ class ChangelogMovedError(ChangelogError, InvalidConfigError):
             )
         super().__init__(
             "; ".join(parts) + ". See docs/state.md (Changelogs: renaming or moving a changelog)"
+        )
+
+
+class ChangelogLostError(ChangelogError, InvalidConfigError):
+    """A store's checkpointed changelog offset lies outside what its changelog holds (the topic was deleted
+    and recreated, or records were deleted from it), and no local copy of the checkpointed state is here to
+    rebuild it from: restoring what the changelog holds would silently start the store without its state. A
+    restart meets it again: a config-like error, not restarted."""
+
+    def __init__(
+        self,
+        store: str,
+        task: str,
+        changelog: SystemStreamPartition,
+        offset: int,
+        low: int,
+        newest: int,
+        why: str,
+        other_backups: Sequence[str] = (),
+    ) -> None:
+        self.store = store
+        self.task = task
+        self.changelog = changelog
+        self.offset = offset
+        self.low = low
+        self.newest = newest
+        system, topic, partition = changelog.system, changelog.stream, changelog.partition
+        backup = other_backups[0] if other_backups else None
+        from_backup = (
+            f"; or restore it from its {backup} backup: set stores.{store}.restore.factories="
+            f"{backup},changelog (the changelog is then rebuilt from what that restores)"
+            if backup
+            else ""
+        )
+        super().__init__(
+            f"store {store!r} of task {task!r}: its checkpoint has the store's state up to offset {offset} "
+            f"of changelog topic {topic} partition {partition} (system {system!r}), but that partition "
+            f"holds offsets [{low}, {newest}] (the topic was deleted and recreated, or records were "
+            f"deleted): the checkpointed state is gone from the changelog, and no local copy of it is here "
+            f"to rebuild it from ({why}). Starting would silently restart the store from what the changelog "
+            f"holds, so the start is refused; nothing of the store was restored, written or deleted. Ways "
+            f"on: restore the topic's data (or start the job where the store's local checkpoint dir of that "
+            f"checkpoint still is: the changelog is then rebuilt from it){from_backup}; or, accepting the "
+            f"loss of the state on purpose, stop the job and run `samsa checkpoint forget-changelog <job "
+            f"config> --store {store}` (with --task {task!r} for this task alone): the next start restores "
+            f"the store from what the changelog holds. See docs/state.md (Changelogs: a lost changelog)"
         )

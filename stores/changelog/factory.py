@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.kafka import KafkaAdmin, KafkaConsumer
 from samsa.kafka.message import TopicPartition
 from samsa.stores.backend import (
+    Markers,
     StateBackendAdmin,
     StateBackendFactory,
     TaskBackupManager,
@@ -90,12 +91,26 @@ class ChangelogBackendFactory:
             if store in task.store_dirs
         }
 
+    def check_restore(
+        self, task: TaskStoresContext, markers: Markers | None, checkpoint_id: str | None
+    ) -> None:
+        """Decides the restore of `task`'s stores as its restore manager's init would, acting on nothing:
+        raises what the init would raise (`ChangelogLostError`). Asks the shared watermark client."""
+        manager = ChangelogRestoreManager(
+            task, self._partitions(task), self._watermark_client, self._producer, self.name, self._clock
+        )
+        manager.check(markers, checkpoint_id)  # not closed: its consumer is the shared client
+
     def _watermarks(self, system: str, tp: TopicPartition) -> tuple[int, int]:
+        # librdkafka serves concurrent callers: no lock held while asking
+        return self._watermark_client(system).watermarks(tp)
+
+    def _watermark_client(self, system: str) -> KafkaConsumer:
         with self._lock:
             client = self._watermark_clients.get(system)
             if client is None:
                 client = self._watermark_clients[system] = KafkaConsumer(self._consumer_config_for(system))
-        return client.watermarks(tp)  # librdkafka serves concurrent callers: no lock held while asking
+            return client
 
     def _restore_consumer(self, system: str) -> KafkaConsumer:
         return KafkaConsumer({**RESTORE_CONSUMER_TUNING, **self._consumer_config_for(system)})

@@ -8,7 +8,9 @@ checkpointed state, and the commit the container makes right after restore seals
 
 A store another backend restored from a checkpoint without a changelog marker for it is *seeded* instead
 (`actions.seed_actions`): every record of its changelog is undone and every other key of the store written,
-so the changelog holds the whole store before the first commit records its marker.
+so the changelog holds the whole store before the first commit records its marker. So is a store whose
+changelog lost its checkpointed state (deleted and recreated, records deleted), from the local checkpoint dir
+holding exactly that state; without one, `init` refuses the start (`ChangelogLostError`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -44,6 +46,7 @@ from samsa.stores.checkpoint_dirs import (
     restore_store_dir,
 )
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine, store_specs
+from samsa.stores.restore_progress import size
 from samsa.stores.rocksdb import RocksDbStore
 from samsa.streams import SystemStreamPartition
 
@@ -118,6 +121,23 @@ class ChangelogRestoreManager:
     def init(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
         """Reads each changelog's watermarks (once: the replay never goes past them) and the local dirs."""
         task = self.context.task_name
+        for store, actions in self._decide(markers, checkpoint_id):
+            self.actions[store] = actions
+            progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
+            progress.total_records = actions.records_to_read
+            level = logging.WARNING if actions.degraded else logging.INFO
+            log.log(level, "restore plan for store %s of task %s: %s", store, task, "; ".join(actions.notes))
+
+    def check(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
+        """Decides as `init` does, acting on nothing and logging nothing: raises what `init` would raise
+        (`ChangelogLostError`), before anything of the stores is touched or written."""
+        for _ in self._decide(markers, checkpoint_id):
+            pass
+
+    def _decide(
+        self, markers: Markers | None, checkpoint_id: str | None
+    ) -> Iterator[tuple[str, StoreActions]]:
+        task = self.context.task_name
         now_ms = self._clock() * 1000
         checkpoint_ms = _checkpoint_millis(checkpoint_id)
         for store, ssp in self.changelogs.items():
@@ -141,6 +161,15 @@ class ChangelogRestoreManager:
                 now_ms=now_ms,
                 delete_retention_ms=settings.delete_retention_ms,
                 min_compaction_lag_ms=settings.min_compaction_lag_ms,
+                checkpoint_id=checkpoint_id,
+                task=task,
+                other_backups=tuple(
+                    sorted(
+                        b
+                        for b, stores in self.context.checkpoint_markers.items()
+                        if b != self._backend and store in stores
+                    )
+                ),
             )
             if store in self.context.seeded:
                 restored = checkpoint_dir(store_dir, checkpoint_id or "")
@@ -149,23 +178,21 @@ class ChangelogRestoreManager:
                         f"cannot seed the changelog {ssp} of store {store!r} of task {task!r}: the restored "
                         f"checkpoint dir {restored} is missing; restart the container"
                     )
-                actions = seed_actions(inputs, restored)
+                yield store, seed_actions(inputs, restored)
             else:
-                actions = store_actions(inputs)
-            self.actions[store] = actions
-            progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
-            progress.total_records = actions.records_to_read
-            level = logging.WARNING if actions.degraded else logging.INFO
-            log.log(level, "restore plan for store %s of task %s: %s", store, task, "; ".join(actions.notes))
+                yield store, store_actions(inputs)
 
     def _local_dirs(self, store_dir: Path) -> list[LocalDir]:
         dirs = []
-        for _, path in list_checkpoint_dirs(store_dir):
+        for checkpoint_id, path in list_checkpoint_dirs(store_dir):
             marker = read_marker(path)
             if marker is None:
                 dirs.append(LocalDir(path))
             else:
-                dirs.append(LocalDir(path, marker.markers.get(self._backend), marker.written_at * 1000))
+                # The id its name and its marker agree on: a dir renamed or copied over is no checkpoint's.
+                agreed = checkpoint_id if marker.checkpoint_id == checkpoint_id else None
+                markers = marker.markers.get(self._backend)
+                dirs.append(LocalDir(path, markers, marker.written_at * 1000, agreed))
         return dirs
 
     # -- restore: do -------------------------------------------------------------------------------------
@@ -178,7 +205,7 @@ class ChangelogRestoreManager:
                 engine = self._prepare(store, actions)
                 started = time.monotonic()
                 self._replay(store, engine, actions, stop)
-                if store in self.context.seeded:
+                if actions.seed:
                     self._seed(store, engine, stop)
                 if engine in self._open:
                     engine.flush()  # memtables to SSTs: the reopen need not replay a large WAL
@@ -187,11 +214,11 @@ class ChangelogRestoreManager:
                 progress = self.context.progress[store]
                 progress.done = True
                 log.info(
-                    "restored store %s of task %s: %d records (%.1f MB) in %.1f s, %d key(s) undone",
+                    "restored store %s of task %s: %d records (%s) in %.1f s, %d key(s) undone",
                     store,
                     self.context.task_name,
                     progress.records,
-                    progress.bytes / 1e6,
+                    size(progress.bytes),
                     time.monotonic() - started,
                     self.trimmed.get(store, 0),
                 )
@@ -294,7 +321,7 @@ class ChangelogRestoreManager:
                 reader.void,
             )
         self.trimmed[store] = len(undone)
-        if store in self.context.seeded:
+        if actions.seed:
             self._seeded_keys[store] = undone
 
     def _seed(self, store: str, engine: KeyValueStore[bytes, bytes], stop: threading.Event) -> None:

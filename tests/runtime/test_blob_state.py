@@ -311,15 +311,17 @@ def test_a_missing_blob_falls_back_to_the_changelog_and_says_so(
 def test_a_missing_blob_without_a_changelog_fails_naming_store_file_and_blob(
     job_config, topics, produce, read_topic, run_job, tmp_path
 ):
-    from samsa.stores.blobstore.exceptions import BlobDeletedError
+    from samsa.stores.blobstore.exceptions import BlobDeletedError, SnapshotUnusableError
 
     words, out = topics(1), topics(1)
     config = _count_job(job_config, words, out, tmp_path / "blobs")
     produce(words, [(w, w) for w in random.Random(31).choices(WORDS, k=100)])
     run_job(config)
     victim = _delete_a_file_blob(config, "Partition 0")
-    with pytest.raises(BlobDeletedError) as failure:
+    # No changelog to fall back on: every restart meets it again, so not a restartable BlobDeletedError.
+    with pytest.raises(SnapshotUnusableError) as failure:
         run_job({**config, "job.logged.store.base.dir": str(tmp_path / "new-host")})
+    assert isinstance(failure.value.__cause__, BlobDeletedError)
     message = str(failure.value)
     file_name = victim.rsplit("/", 1)[-1].rsplit(".", 1)[0]  # blob ids end in .<uuid>
     assert victim in message and "store counts" in message and f"{file_name} of store" in message

@@ -17,6 +17,7 @@ from count_job import WORDS, count_job, final_counts, run_cli
 from topic_growth import grow, produce_new
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
+from samsa.cli import main
 from samsa.kafka import KafkaAdmin, KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
@@ -100,9 +101,12 @@ def test_a_start_after_a_grouped_input_grew_is_refused_until_the_state_starts_ov
         assert _ends(broker_bootstrap, written) == before
         assert _store_files(config) == local
 
-        # Starting the state over: its changelog and local directories deleted, the start goes through.
+        # Starting the state over: its changelog and local directories deleted and its changelog positions
+        # dropped from the checkpoints (else refused as a lost changelog), the start goes through.
+        assert "forget-changelog <job config> --store counts" in message, message
         kafka_admin.delete_topics([changelog])
         shutil.rmtree(_local_state(config))
+        assert main(["checkpoint", "forget-changelog", str(job_file), "--store", "counts"]) == 0
         (container,) = run_job(config)
         assert container.model.input_counts[SystemStream("kafka", b)] == 4
         assert final_counts(read_topic(out)[len(outputs) :]) == {"k": 1}  # the new message, counted anew

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from samsa.stores.changelog.actions import LocalDir, RestoreInputs, StoreActions, seed_actions, store_actions
+from samsa.stores.changelog.exceptions import ChangelogLostError
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStreamPartition
 
@@ -20,7 +23,10 @@ def local(
     checkpoint: str, offset: int | None, age_ms: int = 60_000, ssp: SystemStreamPartition = SSP
 ) -> LocalDir:
     return LocalDir(
-        STORE_DIR.with_name(f"counts-{checkpoint}"), ChangelogMarker(ssp, offset).encode(), NOW_MS - age_ms
+        STORE_DIR.with_name(f"counts-{checkpoint}"),
+        ChangelogMarker(ssp, offset).encode(),
+        NOW_MS - age_ms,
+        checkpoint,
     )
 
 
@@ -31,6 +37,7 @@ def decide(
     dirs: tuple[LocalDir, ...] = (),
     checkpoint_ms: int | None = CHECKPOINT_MS,
     persistent: bool = True,
+    checkpoint_id: str | None = None,
 ) -> StoreActions:
     """`checkpointed`: an offset, None (empty changelog at the commit) or "none" (no checkpoint)."""
     marker = None if isinstance(checkpointed, str) else ChangelogMarker(SSP, checkpointed)
@@ -47,6 +54,8 @@ def decide(
             now_ms=NOW_MS,
             delete_retention_ms=RETENTION_MS,
             min_compaction_lag_ms=LAG_MS,
+            checkpoint_id=checkpoint_id,
+            task="Partition 2",
         )
     )
 
@@ -145,20 +154,61 @@ def test_checkpoint_equal_to_newest_restores_without_trim() -> None:
     assert a.reuse is not None and a.records_to_read == 0 and not a.trims
 
 
-def test_checkpoint_out_of_range_full_replay_to_newest_with_warning() -> None:
-    d = local("1-1", 100)
-    beyond = decide(checkpointed=500, dirs=(d,))  # topic recreated: fewer records than checkpointed
-    assert (beyond.reuse, beyond.delete, beyond.start, beyond.restore_to, beyond.end) == (
-        None,
-        (d.path,),
+def test_checkpoint_past_the_changelog_end_rebuilds_it_from_the_exact_local_dir() -> None:
+    # The topic was deleted and recreated: it holds 151 records, the checkpoint was at offset 500.
+    exact, older = local("9-1", 500), local("8-1", 400)
+    a = decide(checkpointed=500, dirs=(older, exact), checkpoint_id="9-1")
+    # The local copy is the state; every record the changelog holds is undone, then every other key written.
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (exact.path, (older.path,), 0, -1, 150)
+    assert a.seed and a.trims and a.degraded
+    assert "outside" in a.notes[0] and "rebuilding the changelog" in a.notes[0] and "counts-9-1" in a.notes[0]
+    empty = decide(checkpointed=0, low=0, high=0, dirs=(local("9-1", 0),), checkpoint_id="9-1")
+    assert empty.seed and empty.records_to_read == 0 and empty.reuse is not None
+
+
+def test_checkpoint_before_the_changelog_start_rebuilds_it_from_the_exact_local_dir() -> None:
+    # Records deleted from the front: [20, 150] remain, all written after the checkpoint at 5.
+    a = decide(checkpointed=5, low=20, dirs=(local("9-1", 5),), checkpoint_id="9-1")
+    assert a.seed and (a.start, a.restore_to, a.end) == (20, 19, 150)
+    assert not decide(checkpointed=19, low=20).degraded  # oldest - 1 is still in range
+
+
+def test_lost_changelog_without_the_exact_local_dir_refuses_the_start() -> None:
+    with pytest.raises(ChangelogLostError) as refused:
+        decide(checkpointed=500, checkpoint_id="9-1")  # another host: no local dir
+    e = refused.value
+    assert (e.store, e.task, e.changelog, e.offset, e.low, e.newest) == (
+        "counts",
+        "Partition 2",
+        SSP,
+        500,
         0,
         150,
-        150,
     )
-    assert beyond.degraded and "outside" in beyond.notes[0]
-    before = decide(checkpointed=5, low=20)  # retention removed what the checkpoint needs
-    assert before.degraded and (before.start, before.restore_to) == (20, 150)
-    assert not decide(checkpointed=19, low=20).degraded  # oldest - 1 is still in range
+    message = str(e)
+    for named in ("'counts'", "'Partition 2'", "counts-changelog partition 2", "offset 500", "[0, 150]"):
+        assert named in message, message
+    assert "samsa checkpoint forget-changelog" in message and "--store counts" in message
+    with pytest.raises(ChangelogLostError) as before:
+        decide(checkpointed=5, low=20, checkpoint_id="9-1")
+    assert "[20, 150]" in str(before.value)
+
+
+def test_lost_changelog_refuses_unless_a_dir_holds_exactly_the_checkpointed_state() -> None:
+    not_exact = (
+        local("8-1", 500),  # the same offset, but another checkpoint's dir
+        local("9-1", 499),  # the checkpoint's dir at another offset
+        local("9-1", 500, ssp=SystemStreamPartition("kafka", "counts-changelog", 3)),
+        LocalDir(STORE_DIR.with_name("counts-9-1"), ChangelogMarker(SSP, 500).encode(), NOW_MS),  # id unsure
+        LocalDir(STORE_DIR.with_name("counts-9-1"), "{oops", NOW_MS, "9-1"),
+    )
+    for d in not_exact:
+        with pytest.raises(ChangelogLostError):
+            decide(checkpointed=500, dirs=(d,), checkpoint_id="9-1")
+    with pytest.raises(ChangelogLostError, match="is not the dir of checkpoint"):
+        decide(checkpointed=500, dirs=(local("9-1", 500),), checkpoint_id=None)
+    with pytest.raises(ChangelogLostError, match="not persistent"):
+        decide(checkpointed=500, dirs=(local("9-1", 500),), checkpoint_id="9-1", persistent=False)
 
 
 def test_checkpoint_of_another_changelog_counts_as_none() -> None:
