@@ -241,7 +241,6 @@ class ContainerStorage:
         self._input_partitions = dict(input_partitions) if input_partitions is not None else None
         self.contexts = {t.name: self._context(t) for t in tasks}
         #: Task -> its last checkpoint's markers by backend (None: no checkpoint), as `restore` got them.
-        self._checkpoint_markers: dict[str, Mapping[str, Markers] | None] = {}
 
     def _context(self, task: TaskStoresModel) -> TaskStoresContext:
         dirs = {}
@@ -284,7 +283,6 @@ class ContainerStorage:
         """Wipes non-durable stores, then restores every durable store of every task, in parallel.
         `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
         managers: list[StoreRestore] = []
-        self._checkpoint_markers = {task.name: markers.get(task.name) for task in self.tasks}
         self.discard_damaged()
         for task in self.tasks:
             context = self.contexts[task.name]
@@ -473,14 +471,13 @@ class ContainerStorage:
         backends = self.store_backends[store]
         if not backends.durable:
             return "nothing: no backend keeps it, so it starts empty, as at every start"
-        if CHANGELOG in backends.restore:
-            return f"its changelog {self.specs[store].changelog}"
-        markers = self._checkpoint_markers.get(task)
-        if BLOBSTORE in backends.restore and markers and store in markers.get(BLOBSTORE, {}):
-            return "its blob-store snapshot of the task's last checkpoint"
-        if BLOBSTORE in backends.restore and task in self._checkpoint_markers and markers is None:
-            return "nothing: the task has no checkpoint yet, so it starts empty, as at any start without one"
-        return None
+        # Whatever the task's last completed commit holds (commits since this start included, not only the
+        # checkpoint it started from): the restart restores that, and reads the inputs from that commit's
+        # offsets, so the state and the offsets agree even where the commit named no snapshot of the store
+        # (a store new to the job: it was empty then).
+        names = {CHANGELOG: f"changelog {self.specs[store].changelog}", BLOBSTORE: "blob-store snapshot"}
+        parts = [names.get(factory, factory) for factory in backends.restore]
+        return f"its {' or '.join(parts)}, as of the task's last completed commit"
 
     def _no_backup_advice(self, store: str, store_dir: Path) -> str:
         if store in self.read_only:

@@ -154,6 +154,18 @@ def seed_actions(i: RestoreInputs, restored: Path) -> StoreActions:
     return StoreActions(dirs, restored, i.low, i.low - 1, newest, (note,), seed=True)
 
 
+def rebuild_actions(i: RestoreInputs) -> StoreActions:
+    """The plan of a changelog rebuild an earlier start of the same checkpoint decided (`<store
+    dir>.rebuilding`): rebuilt again from the exact local dir, whatever the changelog's offsets say now. The
+    rebuild's own records (cut short before the next commit), or an exactly-once start's abort records, may
+    have moved a recreated changelog's end onto the checkpointed offset, where `store_actions` would take
+    the partly rebuilt changelog for the checkpointed state."""
+    if i.checkpointed is None or i.checkpointed.offset is None:
+        return store_actions(i)
+    full = f"changelog {i.changelog} offsets [{i.low}, {i.high - 1}]"
+    return _lost_changelog_actions(i, i.checkpointed.offset, full)
+
+
 def _lost_changelog_actions(i: RestoreInputs, checkpointed: int, full: str) -> StoreActions:
     """The plan when the checkpointed offset lies outside the changelog (deleted and recreated, truncated,
     or records deleted from its front): what it holds is not the checkpointed state, and replaying it would

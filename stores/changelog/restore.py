@@ -32,6 +32,7 @@ from samsa.stores.changelog.actions import (
     LocalDir,
     RestoreInputs,
     StoreActions,
+    rebuild_actions,
     seed_actions,
     store_actions,
 )
@@ -42,8 +43,10 @@ from samsa.stores.checkpoint_dirs import (
     checkpoint_dir,
     delete_checkpoint_dir,
     list_checkpoint_dirs,
+    read_checked_json,
     read_marker,
     restore_store_dir,
+    write_checked_json,
 )
 from samsa.stores.factory import ROCKSDB, StoreSpec, open_engine, store_specs
 from samsa.stores.restore_progress import size
@@ -124,7 +127,9 @@ class ChangelogRestoreManager:
         for store, actions in self._decide(markers, checkpoint_id):
             self.actions[store] = actions
             progress = self.context.progress.setdefault(store, RestoreProgress(task, store))
-            progress.total_records = actions.records_to_read
+            # After a blob-store download (its progress, done) the tail is what is left: counted on top.
+            progress.total_records = progress.records + actions.records_to_read
+            progress.done = False
             level = logging.WARNING if actions.degraded else logging.INFO
             log.log(level, "restore plan for store %s of task %s: %s", store, task, "; ".join(actions.notes))
 
@@ -180,7 +185,24 @@ class ChangelogRestoreManager:
                     )
                 yield store, seed_actions(inputs, restored)
             else:
-                yield store, store_actions(inputs)
+                yield store, self._planned(store_dir, ssp, checkpoint_id, inputs)
+
+    @staticmethod
+    def _planned(
+        store_dir: Path, ssp: SystemStreamPartition, checkpoint_id: str | None, inputs: RestoreInputs
+    ) -> StoreActions:
+        """`store_actions`, or a rebuild of the changelog that a start of the same checkpoint began: decided
+        once (before an exactly-once start's abort records, by `check`), it holds until a commit seals it."""
+        pending = _rebuilding_file(store_dir)
+        begun = _read_rebuilding(pending)
+        if begun is not None and begun != (checkpoint_id, str(ssp)):
+            pending.unlink(missing_ok=True)  # a commit since sealed that rebuild: the checkpoint moved on
+            begun = None
+        actions = rebuild_actions(inputs) if begun is not None else store_actions(inputs)
+        if actions.seed and begun is None and checkpoint_id is not None:
+            # Durable before the first rebuild record: a start cut short rebuilds again, from the same dir.
+            write_checked_json(pending, {"checkpoint-id": checkpoint_id, "changelog": str(ssp)})
+        return actions
 
     def _local_dirs(self, store_dir: Path) -> list[LocalDir]:
         dirs = []
@@ -416,6 +438,22 @@ def _first_after(msgs: list[RawMessage], offset: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _rebuilding_file(store_dir: Path) -> Path:
+    """`<store dir>.rebuilding`: a store name holds no dot, so no store or checkpoint dir takes this name."""
+    return store_dir.with_name(store_dir.name + ".rebuilding")
+
+
+def _read_rebuilding(path: Path) -> tuple[str | None, str] | None:
+    """(checkpoint id, changelog) of a rebuild a start began, None when there is none; an unreadable file
+    counts as one begun for no checkpoint (deleted, and the plan decided afresh)."""
+    if not path.exists():
+        return None
+    _, payload, _ = read_checked_json(path)
+    if payload is None:
+        return (None, "")
+    return (str(payload.get("checkpoint-id")), str(payload.get("changelog")))
 
 
 def _checkpoint_millis(checkpoint_id: str | None) -> int | None:

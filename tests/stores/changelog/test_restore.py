@@ -165,3 +165,24 @@ def test_stop_interrupts_the_restore(
     with pytest.raises(RestoreInterrupted, match="'counts' of task 'Partition 0'"):
         restore(factory, context, None, None, stop)
     assert not context.progress[STORE].done
+
+
+def test_a_tail_after_a_blob_download_counts_as_left_to_restore(
+    factory: ChangelogBackendFactory, context: TaskStoresContext, producer: KafkaProducer, changelog: str
+) -> None:
+    # The blob restore marks the store's progress done; its changelog tail then reuses that progress: it
+    # must read as under way, its records left, not 0 (samsa_store_restore_remaining_records; second read).
+    from samsa.stores.backend import RestoreProgress
+
+    for i in range(50):
+        producer.send(changelog, b"v", b"k%d" % i, 0)
+    producer.flush()
+    downloaded = context.progress.setdefault(STORE, RestoreProgress(context.task_name, STORE))
+    downloaded.records, downloaded.done = 7, True
+    manager = factory.restore_manager(context)
+    try:
+        manager.init(None, None)
+        assert not downloaded.done
+        assert downloaded.total_records is not None and downloaded.total_records - downloaded.records == 50
+    finally:
+        manager.close()
