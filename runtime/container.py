@@ -98,6 +98,7 @@ _FLUSH_AFTER_FAILURE_S = 5.0
 _SETTLE_SHARE = 0.5
 # How long a fenced container waits for the newer start's name for its error (the lookup's own bound is 5 s).
 _NAMING_WAIT_S = 6.0
+_METRICS_PORT_GRACE_S = 5.0  # a port in use is bound again for this long before it is a config error
 
 
 def container_lock(job: JobConfig, container_id: str) -> RunLock:
@@ -1189,7 +1190,9 @@ class Container:
         # Container N serves on base + N; base 0 asks each for a free port of its own (logged).
         port = base + int(self.model.id) if base else 0
         self._server = PrometheusServer(self.registry, port, name=f"container {self.model.id}")
-        self._server.start()
+        # A fenced older start of this container (a task Spark took for dead) may hold the port while it
+        # stops: a few seconds' grace before a port in use counts as a config error.
+        self._server.start(busy_wait_s=_METRICS_PORT_GRACE_S)
 
     def _container_metrics(self) -> None:
         labels = {"container": self.model.id}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import threading
+import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -23,6 +25,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 METRICS_PATH = "/metrics"
 # How often the server thread checks for stop(): bounds how long stop() blocks; 10 wake-ups/s idle is nothing.
 _POLL_INTERVAL_S = 0.1
+_BUSY_RETRY_S = 0.25  # between binds of a port in use, while a container's older start lets it go
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +147,21 @@ class PrometheusServer:
         """The bound port once started (the real one when 0 was asked for), else the configured one."""
         return self._server.server_address[1] if self._server is not None else self._port
 
-    def start(self) -> None:
+    def start(self, busy_wait_s: float = 0.0) -> None:
+        """Binds and serves. A port in use is tried again for up to `busy_wait_s` (an older start of the
+        same container, fenced, may still hold it while it stops) before `MetricsPortError`."""
         if self._server is not None:
             raise MetricsError(f"the metrics server on {self._host}:{self.port} is already started")
+        deadline = time.monotonic() + busy_wait_s
         try:
-            self._server = _MetricsHTTPServer((self._host, self._port), self._registry)
+            while True:
+                try:
+                    self._server = _MetricsHTTPServer((self._host, self._port), self._registry)
+                    break
+                except OSError as e:
+                    if e.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(_BUSY_RETRY_S)
         except OSError as e:
             # Taken (EADDRINUSE) or privileged (EACCES): every restart meets the same port, so a config error.
             who = f"{self._name}: " if self._name else ""

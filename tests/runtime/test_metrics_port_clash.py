@@ -106,3 +106,21 @@ def test_the_job_stops_with_status_2_instead_of_restarting_the_container(
     assert f"cannot serve metrics on 0.0.0.0:{taken_port}" in text
     assert "stopped on a configuration error" in text
     assert "restore plan" not in text, "the container restored its stores before it bound the port"
+
+
+def test_a_port_let_go_within_the_grace_is_bound() -> None:
+    # A fenced older start of the container may hold the port for a moment while it stops.
+    import socket
+    import threading
+
+    holder = socket.socket()
+    holder.bind(("0.0.0.0", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    threading.Timer(0.5, holder.close).start()
+    server = PrometheusServer(MetricsRegistry(), port, name="container 0")
+    server.start(busy_wait_s=5.0)
+    try:
+        assert server.port == port
+    finally:
+        server.stop()
