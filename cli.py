@@ -189,6 +189,18 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_tasks(job: JobConfig, chosen: Sequence[str] | None) -> dict[str, list[SystemStreamPartition]]:
+    """The job's tasks, or those `--task` named (an unknown name is an error listing the tasks)."""
+    tasks = _job_tasks(job)
+    if not chosen:
+        return tasks
+    unknown = sorted(set(chosen) - set(tasks))
+    if unknown:
+        known = ", ".join(sorted(tasks, key=_task_order))
+        raise SamsaError(f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})")
+    return {name: tasks[name] for name in chosen}
+
+
 def _cmd_checkpoint_forget_changelog(args: argparse.Namespace) -> int:
     """Gives up a store's changelog position in the last checkpoints (`ChangelogLostError`'s way on)."""
     from samsa.checkpoint.tool import forget_changelogs, live_containers, require_checkpoints
@@ -211,15 +223,7 @@ def _cmd_checkpoint_forget_changelog(args: argparse.Namespace) -> int:
     if alive:
         raise SamsaError(f"job {job.job_key} is running ({', '.join(alive)}); stop it first")
     require_checkpoints(checkpoint_manager(job), job.name, job.id, "nothing to do")
-    tasks = _job_tasks(job)
-    if args.task:
-        unknown = sorted(set(args.task) - set(tasks))
-        if unknown:
-            known = ", ".join(sorted(tasks, key=_task_order))
-            raise SamsaError(
-                f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})"
-            )
-        tasks = {name: tasks[name] for name in args.task}
+    tasks = _chosen_tasks(job, args.task)
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
     try:
         manager = checkpoint_manager(job, producer)
@@ -257,15 +261,7 @@ def _cmd_checkpoint_reset(args: argparse.Namespace) -> int:
         manager.create_resources()
     # Creating the topics here would make a mistyped job.name look like a job reset to its start.
     require_checkpoints(manager, job.name, job.id, "nothing to reset")
-    tasks = _job_tasks(job)
-    if args.task:
-        unknown = sorted(set(args.task) - set(tasks))
-        if unknown:
-            known = ", ".join(sorted(tasks, key=_task_order))
-            raise SamsaError(
-                f"--task {', '.join(unknown)}: no such task in job {job.job_key} (tasks: {known})"
-            )
-        tasks = {name: tasks[name] for name in args.task}
+    tasks = _chosen_tasks(job, args.task)
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
     try:
         write_versions, read_versions = checkpoint_versions(job.config)
