@@ -42,6 +42,7 @@ from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
 from samsa.kafka.record_marks import RecordMark, mark_problem, read_marks
 from samsa.runtime import metrics as m
 from samsa.runtime import validation
+from samsa.runtime.bad_message_log import BadMessageLog
 from samsa.runtime.collector import OutputCollector
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
@@ -198,6 +199,7 @@ class Container:
         self._tasks: list[TaskInstance] = []
         self._checkpoints = checkpoint_manager(job)
         self._bad_messages: dict[tuple[str, str], m.Counter] = {}
+        self._bad_messages_log = BadMessageLog()
         self._state: ContainerState | None = None
         self._pending_s3 = s3_client
         self._checkpoint_producer: KafkaProducer | None = None
@@ -774,7 +776,7 @@ class Container:
             ) from error
         self._bad_message_counter(buf.task.name, buf.ssp.stream).inc()
         if policy == "skip":
-            log.warning("skipping message at %s: %s", where, reason)
+            self._bad_messages_log.told(f"skipping message at {where}: {reason}")
             return
         dlq = self.job.dlq_stream(buf.ssp.system)
         headers = [
@@ -785,7 +787,7 @@ class Container:
             ("samsa.source.offset", str(msg.offset()).encode()),
         ]
         self._producers[dlq.system].send(dlq.stream, msg.value(), key=msg.key(), headers=headers)
-        log.warning("sent message at %s to dead-letter stream %s: %s", where, dlq, reason)
+        self._bad_messages_log.told(f"sent message at {where} to dead-letter stream {dlq}: {reason}")
 
     # -- run --------------------------------------------------------------------------------------
     def run(self) -> bool:
@@ -1144,6 +1146,7 @@ class Container:
     def _release(self, failed: bool) -> None:
         """Closes the clients. After a failure the cause is already on its way up: close quickly (outputs
         of processed messages still go out) and log, rather than raise, whatever else goes wrong."""
+        self._bad_messages_log.close()  # what the last while's count still holds
         server = self._server
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
         closers: list[Callable[[], None]] = [server.stop] if server is not None else []
