@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 
 import pytest
+from job_files import checkpointed_offsets, write_job_file
 
-from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
+from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.cli import main
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
@@ -18,25 +17,13 @@ from samsa.runtime.coordinator import JobCoordinator, client_config, coordinator
 from samsa.streams import SystemStreamPartition
 
 
-def _write(tmp_path: Path, config: dict[str, str]) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _offsets(config: dict[str, str]) -> dict[str, dict[SystemStreamPartition, int]]:
-    job = JobConfig(Config(config))
-    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
-    return {task: cp.offsets for task, cp in manager.read_last().items()}
-
-
 def test_show_prints_offsets_and_lag(job_config, topics, produce, run_job, tmp_path, capsys):
     inp = topics(2)
     produce(inp, [(None, str(i)) for i in range(5)], partition=0)
     config = job_config(f"kafka.{inp}", topics(1))
     run_job(config)
     produce(inp, [(None, "late")], partition=0)
-    assert main(["checkpoint", "show", str(_write(tmp_path, config))]) == 0
+    assert main(["checkpoint", "show", str(write_job_file(tmp_path, config))]) == 0
     out = capsys.readouterr().out
     assert f"kafka.{inp}#0  offset 5  high watermark 6  lag 1" in out
     assert f"kafka.{inp}#1  offset 0  high watermark 0  lag 0" in out
@@ -52,14 +39,14 @@ def test_reset_to_earliest_latest_and_a_time(job_config, topics, produce, run_jo
     config = job_config(f"kafka.{inp}", topics(1))
     run_job(config)
     ssp = SystemStreamPartition("kafka", inp, 0)
-    job_file = _write(tmp_path, config)
-    assert _offsets(config)["Partition 0"] == {ssp: 6}
+    job_file = write_job_file(tmp_path, config)
+    assert checkpointed_offsets(config)["Partition 0"] == {ssp: 6}
     assert main(["checkpoint", "reset", "--to", "earliest", str(job_file)]) == 0
-    assert _offsets(config)["Partition 0"] == {ssp: 0}
+    assert checkpointed_offsets(config)["Partition 0"] == {ssp: 0}
     assert main(["checkpoint", "reset", "--to", "latest", str(job_file)]) == 0
-    assert _offsets(config)["Partition 0"] == {ssp: 6}
+    assert checkpointed_offsets(config)["Partition 0"] == {ssp: 6}
     assert main(["checkpoint", "reset", "--to", str(middle), str(job_file)]) == 0
-    assert _offsets(config)["Partition 0"] == {ssp: 3}
+    assert checkpointed_offsets(config)["Partition 0"] == {ssp: 3}
 
 
 def test_reset_is_refused_while_the_job_runs(job_config, topics, tmp_path, caplog):
@@ -67,7 +54,7 @@ def test_reset_is_refused_while_the_job_runs(job_config, topics, tmp_path, caplo
     job = JobConfig(Config(config))
     pid_dir(job).mkdir(parents=True)
     (pid_dir(job) / "container-0.pid").write_text(str(os.getpid()))
-    assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, config))]) == 2
+    assert main(["checkpoint", "reset", "--to", "earliest", str(write_job_file(tmp_path, config))]) == 2
     assert "is running" in caplog.text and "container-0" in caplog.text
 
 
@@ -78,7 +65,7 @@ def test_reset_after_rerun_reprocesses_from_the_start(
     produce(inp, [(None, str(i)) for i in range(4)])
     config = job_config(f"kafka.{inp}", out)
     run_job(config)
-    assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, config))]) == 0
+    assert main(["checkpoint", "reset", "--to", "earliest", str(write_job_file(tmp_path, config))]) == 0
     run_job(config)
     assert len(read_topic(out)) == 8
 
@@ -95,7 +82,7 @@ def test_reset_after_rerun_reprocesses_from_the_start(
 )
 def test_run_with_bad_config_exits_naming_the_key(job_config, topics, tmp_path, caplog, override, named):
     config = job_config(f"kafka.{topics(1)}", "unused")
-    assert main(["run", str(_write(tmp_path, config)), f"--config={override}"]) == 2
+    assert main(["run", str(write_job_file(tmp_path, config)), f"--config={override}"]) == 2
     assert named in caplog.text
     assert override.split("=")[0] in caplog.text
 
@@ -112,7 +99,7 @@ def test_reset_of_an_unknown_task_is_named(job_config, topics, tmp_path, caplog)
                 "earliest",
                 "--task",
                 "Partition 9",
-                str(_write(tmp_path, config)),
+                str(write_job_file(tmp_path, config)),
             ]
         )
         == 2
@@ -132,7 +119,7 @@ def test_job_errors_are_found_before_any_container_starts(
     job_config, topics, tmp_path, caplog, override, named
 ):
     config = job_config(f"kafka.{topics(1)}", "unused", **{"stores.counts.factory": "inmemory"})
-    assert main(["run", str(_write(tmp_path, config)), f"--config={override}"]) == 2
+    assert main(["run", str(write_job_file(tmp_path, config)), f"--config={override}"]) == 2
     assert named in caplog.text
     assert "started container" not in caplog.text
 
@@ -141,7 +128,7 @@ def test_an_override_mends_a_bad_value_in_the_file(job_config, topics, produce, 
     inp, out = topics(1), topics(1)
     produce(inp, [(None, "x")])
     config = job_config(f"kafka.{inp}", out)
-    bad = _write(tmp_path, {**config, "task.commit.ms": "soon"})
+    bad = write_job_file(tmp_path, {**config, "task.commit.ms": "soon"})
     assert (
         main(
             [
@@ -184,7 +171,7 @@ def test_show_and_reset_follow_the_configured_checkpoint_versions(
         manager.flush()
     finally:
         producer.close()
-    job_file = _write(tmp_path, config)
+    job_file = write_job_file(tmp_path, config)
     assert main(["checkpoint", "show", str(job_file)]) == 0
     assert f"kafka.{inp}#0  offset 5  high watermark 6  lag 1" in capsys.readouterr().out
     assert main(["checkpoint", "show", str(job_file), "--config=task.checkpoint.read.versions=1"]) == 0
@@ -203,7 +190,7 @@ def test_show_and_reset_of_a_job_that_never_ran_say_so_and_create_nothing(
     config = job_config(f"kafka.{topics(1)}", "unused")
     job = JobConfig(Config(config))
     internal = [checkpoint_topic(job.name, job.id), coordinator_topic(job)]
-    job_file = str(_write(tmp_path, config))
+    job_file = str(write_job_file(tmp_path, config))
 
     assert main(["checkpoint", "show", job_file]) == 2
     assert f"job {job.name} (id 1) has no checkpoints: topic {internal[0]} does not exist" in caplog.text

@@ -3,36 +3,20 @@ later than every input's newest record (a mistyped year) resets as `latest` does
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from job_files import checkpointed_offsets, write_job_file
 
 from samsa.checkpoint.exceptions import CheckpointError
-from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.checkpoint.tool import parse_reset_target
 from samsa.cli import main
-from samsa.runtime.config.config import Config
-from samsa.runtime.config.job import JobConfig
-from samsa.runtime.coordinator import client_config
 from samsa.streams import SystemStreamPartition
 
 PAST_EVERY_RECORD = "later than the newest record of every input partition"
-
-
-def _write(tmp_path: Path, config: dict[str, str]) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _offsets(config: dict[str, str]) -> dict[str, dict[SystemStreamPartition, int]]:
-    job = JobConfig(Config(config))
-    manager = KafkaCheckpointManager(checkpoint_topic(job.name, job.id), client_config(job, "kafka"))
-    return {task: cp.offsets for task, cp in manager.read_last().items()}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +46,7 @@ def test_reset_to_a_huge_number_is_an_error_message_not_a_traceback(
         "systems.kafka.bootstrap.servers": "127.0.0.1:1",  # never reached: the target is refused first
         "job.non-logged.store.base.dir": str(tmp_path / "state"),
     }
-    job_file = _write(tmp_path, config)
+    job_file = write_job_file(tmp_path, config)
     assert main(["checkpoint", "reset", "--to", "99999999999999999999", str(job_file)]) == 2
     assert "--to '99999999999999999999': write earliest, latest, epoch milliseconds" in caplog.text
     assert "Traceback" not in caplog.text and "OverflowError" not in caplog.text
@@ -76,11 +60,11 @@ def test_reset_to_a_time_past_every_record_warns_and_one_within_does_not(
     produce(inp, [(None, str(i)) for i in range(2)], partition=1)
     config = job_config(f"kafka.{inp}", topics(1))
     run_job(config)
-    job_file = _write(tmp_path, config)
+    job_file = write_job_file(tmp_path, config)
     assert main(["checkpoint", "reset", "--to", "earliest", str(job_file)]) == 0
 
     assert main(["checkpoint", "reset", "--to", "2099-01-01T00:00:00Z", str(job_file)]) == 0
-    assert _offsets(config) == {
+    assert checkpointed_offsets(config) == {
         "Partition 0": {SystemStreamPartition("kafka", inp, 0): 3},
         "Partition 1": {SystemStreamPartition("kafka", inp, 1): 2},
     }
@@ -95,7 +79,7 @@ def test_reset_to_a_time_past_every_record_warns_and_one_within_does_not(
     an_hour_ago = str(int(time.time() * 1000) - 3_600_000)  # before every record: no warning
     assert main(["checkpoint", "reset", "--to", an_hour_ago, str(job_file)]) == 0
     assert PAST_EVERY_RECORD not in caplog.text
-    assert set(_offsets(config)["Partition 0"].values()) == {0}
+    assert set(checkpointed_offsets(config)["Partition 0"].values()) == {0}
 
 
 STATE_KEPT = "the reset moved the input offsets only: store(s)"
@@ -109,7 +93,7 @@ def test_reset_of_a_job_with_backed_up_stores_warns_they_keep_their_state(
     produce(inp, [(None, "a")], partition=0)
     plain = job_config(f"kafka.{inp}", topics(1))
     run_job(plain)
-    assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, plain))]) == 0
+    assert main(["checkpoint", "reset", "--to", "earliest", str(write_job_file(tmp_path, plain))]) == 0
     assert STATE_KEPT not in caplog.text  # no store: nothing to say
 
     stored = job_config(
@@ -124,7 +108,7 @@ def test_reset_of_a_job_with_backed_up_stores_warns_they_keep_their_state(
     try:
         run_job(stored)
         caplog.clear()
-        assert main(["checkpoint", "reset", "--to", "earliest", str(_write(tmp_path, stored))]) == 0
+        assert main(["checkpoint", "reset", "--to", "earliest", str(write_job_file(tmp_path, stored))]) == 0
     finally:
         kafka_admin.delete_topics([f"{inp}-changelog"])
     warnings = [r.getMessage() for r in caplog.records if STATE_KEPT in r.getMessage()]

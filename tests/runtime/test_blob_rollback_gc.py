@@ -5,7 +5,6 @@ still names stays, shared blobs included."""
 from __future__ import annotations
 
 import io
-import json
 import random
 from collections import Counter
 from dataclasses import replace
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 from count_job import WORDS, count_job, store_counts
+from job_files import write_job_file
 
 from samsa.checkpoint.model import CheckpointV2
 from samsa.cli import main
@@ -64,12 +64,6 @@ def _gc(job_file: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
     return said
 
 
-def _write(tmp_path: Path, config: dict[str, str]) -> Path:
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(json.dumps(config))
-    return job_file
-
-
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_gc_deletes_the_last_snapshot_a_rollback_to_changelog_only_left(
     backend, job_config, topics, produce, run_job, tmp_path, kafka_admin, capsys, request
@@ -96,7 +90,7 @@ def test_gc_deletes_the_last_snapshot_a_rollback_to_changelog_only_left(
         indexes = sorted(name for name in left if "/snapshot-index." in name and "meta.json" not in name)
         assert len(indexes) == 2, indexes  # one per task: the last committed one
         blobs = {name: size for name, size in left.items() if not name.endswith(".meta.json")}
-        job_file = _write(tmp_path, rolled_back)
+        job_file = write_job_file(tmp_path, rolled_back)
 
         said = _gc(job_file, capsys, "--dry-run")
         expected = f"would delete 2 snapshot(s), {len(blobs)} blob(s), {sum(blobs.values())} bytes"
@@ -153,7 +147,7 @@ def test_gc_keeps_what_the_last_checkpoints_use_and_deletes_only_the_blobs_a_lef
         fresh_id = _index(transfer, index, "000888.sst", fresh, 5)
     before = _stored(config, request)
     assert {left_id, own, fresh, fresh_id} <= set(before)
-    job_file = _write(tmp_path, config)
+    job_file = write_job_file(tmp_path, config)
     shared = len(set(index.dir_index.present_blobs()))
 
     said = _gc(job_file, capsys, "--dry-run")
@@ -218,7 +212,7 @@ def test_gc_keeps_a_snapshot_the_last_v2_record_names_when_the_job_writes_v1_onl
             produce(words, [(w, w) for w in random.Random(70 + step).choices(WORDS, k=50)])
             run_job(config)
         left = _of_store(_stored(v1_only, request), "counts")
-        said = _gc(_write(tmp_path, v1_only), capsys)
+        said = _gc(write_job_file(tmp_path, v1_only), capsys)
         assert "deleted 0 snapshot(s)" in said, said
         assert _of_store(_stored(v1_only, request), "counts") == left
     finally:
@@ -233,7 +227,7 @@ def test_gc_refuses_without_the_jobs_checkpoints(job_config, topics, tmp_path, c
         **{"stores.counts.backup.factories": "blobstore", **_location("local", tmp_path, request)},
     )
     Path(config["blobstore.local.dir"]).mkdir()
-    assert main(["blobstore", "gc", str(_write(tmp_path, config))]) == 2
+    assert main(["blobstore", "gc", str(write_job_file(tmp_path, config))]) == 2
     assert (
         "cannot be read, so gc cannot tell which snapshots they still need and deletes nothing" in caplog.text
     )

@@ -14,10 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from count_job import WORDS, count_job, final_counts, run_cli
+from count_job import WORDS, committed_rows, count_job, final_counts, run_cli
 
 from samsa.cli import main
-from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer
+from samsa.kafka import KafkaAdmin, KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.stores.changelog.exceptions import ChangelogLostError
@@ -44,23 +44,6 @@ def _recreate(admin: KafkaAdmin, changelog: str) -> None:
             if time.monotonic() > deadline:  # the deletion is not through yet
                 raise
             time.sleep(0.2)
-
-
-def _outputs(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
-    """The committed records of partition 0 of `topic` (read past transaction markers to the end)."""
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
-    tp = (topic, 0)
-    try:
-        end = consumer.watermarks(tp)[1]
-        consumer.assign({tp: OFFSET_BEGINNING})
-        rows: list[tuple[int, int, bytes, bytes]] = []
-        deadline = time.monotonic() + 30
-        while consumer.position([tp]).get(tp, -1) < end and time.monotonic() < deadline:
-            rows += [(0, m.offset(), m.key(), m.value()) for m in consumer.consume(1000, 0.2)]
-        assert consumer.position([tp]).get(tp, -1) >= end, f"could not read {topic} to its end"
-        return rows
-    finally:
-        consumer.close()
 
 
 def _words(seed: int, k: int) -> list[str]:
@@ -105,37 +88,37 @@ def test_a_deleted_changelog_is_rebuilt_from_the_local_state_or_refused_until_th
         with caplog.at_level(logging.WARNING, logger="samsa.stores.changelog.restore"):
             run_with(_words(2, 50))
         assert "rebuilding the changelog" in caplog.text, caplog.text
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(seen)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
 
         # Another host (no local state) restores the whole state from the rebuilt changelog.
         shutil.rmtree(state_dir)
         run_with(_words(3, 50))
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(seen)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
 
         # Deleted again, and no local copy here: refused, nothing processed, restored or written.
         _recreate(kafka_admin, changelog)
         shutil.rmtree(state_dir)
         produce(words, [(w, w) for w in _words(4, 30)])
-        sent = len(_outputs(kafka_bootstrap, out))
+        sent = len(committed_rows(kafka_bootstrap, out))
         with pytest.raises(ChangelogLostError) as refused:
             run_job(config)
         message = str(refused.value)
         for named in ("'counts'", "'Partition 0'", f"topic {changelog} partition 0", "forget-changelog"):
             assert named in message, message
-        assert len(_outputs(kafka_bootstrap, out)) == sent
+        assert len(committed_rows(kafka_bootstrap, out)) == sent
         assert _changelog_end(kafka_bootstrap, changelog) == 0
         proc = run_cli(job_file, subprocess_env)  # `samsa run`: a config error, not restarted
         assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
         said = proc.stdout + proc.stderr  # the containers' output comes through the supervisor's
         assert "forget-changelog" in said and "restarting" not in said, said[-3000:]
-        assert len(_outputs(kafka_bootstrap, out)) == sent
+        assert len(committed_rows(kafka_bootstrap, out)) == sent
 
         # Accepting the loss: the store starts from what the changelog holds (nothing), counting anew.
         assert main(["checkpoint", "forget-changelog", str(job_file), "--store", "counts"]) == 0
         new = _words(5, 40)
         produce(words, [(w, w) for w in new])
         run_job(config)
-        counts = final_counts(_outputs(kafka_bootstrap, out)[sent:])
+        counts = final_counts(committed_rows(kafka_bootstrap, out)[sent:])
         assert counts == Counter(_words(4, 30) + new)
     finally:
         kafka_admin.delete_topics([changelog])
@@ -174,9 +157,9 @@ def test_a_store_also_backed_up_to_the_blob_store_restores_from_it_and_rebuilds_
         with caplog.at_level(logging.WARNING, logger="samsa.stores.changelog.restore"):
             new_host_run(blob_first, _words(2, 30))
         assert "rebuilding the changelog" in caplog.text, caplog.text
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(seen)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
         new_host_run({**blob_first, "stores.restore.factories": "changelog"}, _words(3, 30))
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(seen)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
 
         # The changelog restores first: refused, naming the blob store as a way on that loses nothing.
         _recreate(kafka_admin, changelog)
@@ -184,6 +167,6 @@ def test_a_store_also_backed_up_to_the_blob_store_restores_from_it_and_rebuilds_
         with pytest.raises(ChangelogLostError, match=r"restore\.factories=blobstore,changelog"):
             run_job(changelog_first)
         new_host_run(blob_first, _words(4, 30))
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(seen)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
     finally:
         kafka_admin.delete_topics([changelog])

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from count_job import WORDS, count_job, final_counts, run_cli
+from count_job import WORDS, committed_rows, count_job, final_counts, run_cli
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.cli import main
-from samsa.kafka import OFFSET_BEGINNING, KafkaConsumer
+from samsa.kafka import KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.lost_checkpoints import CheckpointsLostError
@@ -25,23 +24,6 @@ def _changelog_end(bootstrap: str, changelog: str) -> int:
     consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
     try:
         return consumer.watermarks((changelog, 0))[1]
-    finally:
-        consumer.close()
-
-
-def _outputs(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
-    """The committed records of partition 0 of `topic` (read past transaction markers to the end)."""
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
-    tp = (topic, 0)
-    try:
-        end = consumer.watermarks(tp)[1]
-        consumer.assign({tp: OFFSET_BEGINNING})
-        rows: list[tuple[int, int, bytes, bytes]] = []
-        deadline = time.monotonic() + 30
-        while consumer.position([tp]).get(tp, -1) < end and time.monotonic() < deadline:
-            rows += [(0, m.offset(), m.key(), m.value()) for m in consumer.consume(1000, 0.2)]
-        assert consumer.position([tp]).get(tp, -1) >= end, f"could not read {topic} to its end"
-        return rows
     finally:
         consumer.close()
 
@@ -71,9 +53,9 @@ def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
     job_file.write_text(json.dumps(config))
     try:
         run_job(config)  # a genuine first start
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(first)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(first)
         kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])
-        sent = len(_outputs(kafka_bootstrap, out))
+        sent = len(committed_rows(kafka_bootstrap, out))
         logged = _changelog_end(kafka_bootstrap, changelog) if kind != "blobstore" else 0
 
         with pytest.raises(CheckpointsLostError) as refused:
@@ -81,7 +63,7 @@ def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
         message = str(refused.value)
         for named in (job.job_key, checkpoint_topic(job.name, job.id), "'counts'", "checkpoint reset"):
             assert named in message, message
-        assert len(_outputs(kafka_bootstrap, out)) == sent, "the refused start processed nothing"
+        assert len(committed_rows(kafka_bootstrap, out)) == sent, "the refused start processed nothing"
         if kind != "blobstore":
             assert _changelog_end(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
 
@@ -91,7 +73,7 @@ def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
         second = random.Random(2).choices(WORDS, k=100)
         produce(words, [(w, w) for w in second])
         run_job(config)
-        assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(first + second)
+        assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(first + second)
     finally:
         if kind != "blobstore":
             kafka_admin.delete_topics([changelog])
@@ -112,7 +94,7 @@ def test_a_blob_backed_store_without_a_checkpoint_starts_empty_and_counts_once(
     with caplog.at_level(logging.WARNING, logger="samsa.stores.blobstore.restore"):
         run_job(config)
     assert "has no checkpoint, so no committed snapshot" in caplog.text, caplog.text
-    assert final_counts(_outputs(kafka_bootstrap, out)) == Counter(sent)
+    assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(sent)
 
 
 def test_samsa_run_exits_2_on_a_deleted_checkpoint_topic(

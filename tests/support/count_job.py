@@ -5,13 +5,32 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from samsa.kafka import OFFSET_BEGINNING, KafkaConsumer
 from samsa.stores.rocksdb import RocksDbStore
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
+
+
+def committed_rows(bootstrap: str, topic: str) -> list[tuple[int, int, bytes, bytes]]:
+    """The committed records of partition 0 of `topic` (read past transaction markers to the end)."""
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
+    tp = (topic, 0)
+    try:
+        end = consumer.watermarks(tp)[1]
+        consumer.assign({tp: OFFSET_BEGINNING})
+        rows: list[tuple[int, int, bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while consumer.position([tp]).get(tp, -1) < end and time.monotonic() < deadline:
+            rows += [(0, m.offset(), m.key(), m.value()) for m in consumer.consume(1000, 0.2)]
+        assert consumer.position([tp]).get(tp, -1) >= end, f"could not read {topic} to its end"
+        return rows
+    finally:
+        consumer.close()
 
 
 def final_counts(rows: list[tuple[int, int, bytes, bytes]]) -> dict[str, int]:
