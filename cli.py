@@ -13,12 +13,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from samsa.deploy.restarts import CONFIG_ERROR_EXIT, unmendable_exit
+from samsa.deploy.restarts import CONFIG_ERROR_EXIT, cause_of, unmendable_exit
 from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.loader import load_raw
-from samsa.runtime.exceptions import ConfigError
+from samsa.runtime.exceptions import ConfigError, TaskError
 from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStream, SystemStreamPartition
 
@@ -176,6 +176,13 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
         if checkpoint is None:
             continue
         for ssp, offset in sorted(checkpoint.offsets.items()):
+            if not _reads_now(job, tasks, task_name, ssp):
+                # Kept for when the stream is added back (its topic may be gone: no watermark asked).
+                print(
+                    f"  {ssp.system}.{ssp.stream}#{ssp.partition}  offset {offset}  not an input now "
+                    "(kept: resumes here if added back)"
+                )
+                continue
             consumer = consumers.get(ssp.system) or consumers.setdefault(
                 ssp.system, KafkaConsumer(client_config(job, ssp.system))
             )
@@ -187,6 +194,17 @@ def _cmd_checkpoint_show(args: argparse.Namespace) -> int:
     for consumer in consumers.values():
         consumer.close()
     return 0
+
+
+def _reads_now(
+    job: JobConfig, tasks: dict[str, list[SystemStreamPartition]], task: str, ssp: SystemStreamPartition
+) -> bool:
+    """Whether `task` reads `ssp` by the config (`task.inputs`) and the job model (`tasks`: a stream the model
+    has no partition of was added to the config since it was published, and will be read)."""
+    if ssp.system_stream not in job.inputs:
+        return False
+    modelled = any(p.system_stream == ssp.system_stream for ps in tasks.values() for p in ps)
+    return not modelled or ssp in tasks.get(task, ())
 
 
 def _chosen_tasks(job: JobConfig, chosen: Sequence[str] | None) -> dict[str, list[SystemStreamPartition]]:
@@ -203,18 +221,32 @@ def _chosen_tasks(job: JobConfig, chosen: Sequence[str] | None) -> dict[str, lis
 
 def _cmd_checkpoint_forget_changelog(args: argparse.Namespace) -> int:
     """Gives up a store's changelog position in the last checkpoints (`ChangelogLostError`'s way on)."""
-    from samsa.checkpoint.tool import forget_changelogs, live_containers, require_checkpoints
+    return _forget_stores(args, changelog_only=True)
+
+
+def _cmd_checkpoint_forget_store(args: argparse.Namespace) -> int:
+    """Gives up a store's state in the last checkpoints, every backend's marker of it: its changelog
+    position and blob-store snapshot (`StoreRenamedError`'s way on)."""
+    return _forget_stores(args, changelog_only=False)
+
+
+def _forget_stores(args: argparse.Namespace, changelog_only: bool) -> int:
+    """`forget-changelog` (the changelog positions of stores of the job with one) and `forget-store` (every
+    marker of a store, defined by the job or not)."""
+    from samsa.checkpoint.tool import forget_stores, live_containers, require_checkpoints
     from samsa.checkpoint.versions import checkpoint_versions
     from samsa.kafka import KafkaProducer
     from samsa.runtime.container import pid_dir
     from samsa.runtime.coordinator import checkpoint_manager, checkpoint_system, client_config
     from samsa.runtime.state import changelogs
+    from samsa.stores.backends import CHANGELOG
     from samsa.stores.factory import store_specs
 
     job = _load(args)
-    logged = changelogs(job, store_specs(job.config))
+    specs = store_specs(job.config)
+    logged = changelogs(job, specs)
     unknown = sorted(set(args.store) - set(logged))
-    if unknown:
+    if changelog_only and unknown:
         raise SamsaError(
             f"--store {', '.join(unknown)}: no store of job {job.job_key} with a changelog by that name "
             f"(stores with one: {', '.join(sorted(logged)) or 'none'})"
@@ -227,14 +259,23 @@ def _cmd_checkpoint_forget_changelog(args: argparse.Namespace) -> int:
     producer = KafkaProducer(client_config(job, checkpoint_system(job), "producer"))
     try:
         manager = checkpoint_manager(job, producer)
-        stores = {s: logged[s] for s in args.store}
-        dropped = forget_changelogs(manager, tasks, stores, checkpoint_versions(job.config)[1])
+        stores = {s: logged.get(s) for s in args.store}
+        backends = (CHANGELOG,) if changelog_only else None
+        dropped = forget_stores(manager, tasks, stores, backends, checkpoint_versions(job.config)[1])
     finally:
         producer.close()
+    what = "changelog position" if changelog_only else "state (changelog position, blob-store snapshot)"
     for task_name in sorted(tasks, key=_task_order):
         gone = dropped.get(task_name)
-        what = f"changelog position of {', '.join(gone)} dropped" if gone else "no such changelog position"
-        print(f"{task_name}: {what}")
+        print(f"{task_name}: {what} of {', '.join(gone)} dropped" if gone else f"{task_name}: no such {what}")
+    # A store of no checkpoint and not of the job: a mistyped name, most likely.
+    strays = sorted(s for s in set(args.store) - set(specs) if not any(s in g for g in dropped.values()))
+    if strays:
+        raise SamsaError(
+            f"--store {', '.join(strays)}: job {job.job_key} defines no store by that name, and no last "
+            f"checkpoint of task(s) {', '.join(sorted(tasks, key=_task_order))} has one: nothing dropped "
+            "of it (mistyped? `samsa state ls` lists the stores with a blob-store snapshot)"
+        )
     return 0
 
 
@@ -302,9 +343,10 @@ def _warn_state_kept(job: JobConfig) -> None:
         log.warning(
             "the reset moved the input offsets only: store(s) %s keep their state, and the inputs read again "
             "from the new offsets are applied on top of it (a count counts them again); to reprocess into "
-            "fresh state, start the state over before the next start: delete the stores' changelogs, their "
-            "local directories under %s and their blob snapshots, then drop their changelog positions from "
-            "the checkpoints (`samsa checkpoint forget-changelog <job config> %s`)",
+            "fresh state, start the state over before the next start: delete the stores' changelogs and "
+            "their local directories under %s, then drop their state from the checkpoints (`samsa checkpoint "
+            "forget-store <job config> %s`: changelog positions and blob-store snapshots, which `samsa "
+            "blobstore gc` then deletes)",
             ", ".join(kept),
             job.logged_store_dir,
             " ".join(f"--store {s}" for s in kept),
@@ -827,6 +869,17 @@ def _parser() -> argparse.ArgumentParser:
     forget.add_argument("--store", action="append", required=True, help="a store (repeatable)")
     forget.add_argument("--task", action="append", help="only this task (repeatable)")
     forget.set_defaults(func=_cmd_checkpoint_forget_changelog)
+    forget_store = cp.add_parser(
+        "forget-store",
+        help="drop stores' state from the last checkpoints (job stopped): their changelog positions and "
+        "blob-store snapshots; for a store renamed or removed whose state is given up on purpose",
+    )
+    job_args(forget_store)
+    forget_store.add_argument(
+        "--store", action="append", required=True, help="a store, defined by the job or not (repeatable)"
+    )
+    forget_store.add_argument("--task", action="append", help="only this task (repeatable)")
+    forget_store.set_defaults(func=_cmd_checkpoint_forget_store)
 
     state = sub.add_parser("state", help="inspect the checkpointed state of stores (blob-store snapshots)")
     st = state.add_subparsers(dest="state_cmd", required=True)
@@ -938,10 +991,11 @@ def _error_status(args: argparse.Namespace, error: BaseException) -> int:
     """2; a single container whose failure a restart cannot mend exits with that failure's status instead
     (`unmendable_exit`: a configuration error, a fence by a newer start of itself, its lock held by another
     process here, an input record it cannot take under the `fail` policy), which ends its supervisor's job
-    rather than restarting it."""
+    rather than restarting it; one whose task failed (its code raising, a send refused) exits 1, a crash
+    that its supervisor or orchestrator restarts, not 2 as a usage error."""
     if getattr(args, "container_id", None) is None:
         return 2
-    return unmendable_exit(error) or 2
+    return unmendable_exit(error) or (1 if cause_of(error, TaskError) is not None else 2)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Checkpoint:
     changelog_offsets: dict[SystemStreamPartition, tuple[str, int | None]] = field(default_factory=dict)
     #: As `CheckpointV2.input_counts`.
     input_counts: dict[SystemStream, int] = field(default_factory=dict)
+    #: As `CheckpointV2.kept_inputs`.
+    kept_inputs: frozenset[SystemStreamPartition] = frozenset()
     version: ClassVar[int] = 1
 
 
@@ -53,6 +55,15 @@ class CheckpointV2:
     #: numbered past it that no task checkpointed was added since (`runtime.offsets.added_since`), one
     #: below it merely has no checkpoint yet. Empty in a checkpoint of an older Samsa.
     input_counts: dict[SystemStream, int] = field(default_factory=dict)
+    #: The partitions of `offsets` the run that wrote this checkpoint did not read (their stream was
+    #: removed from task.inputs): their offsets, marks and counts are those of the checkpoint it started
+    #: from, kept so that a stream added back resumes where it stopped (`runtime.state.checkpoint_inputs`).
+    kept_inputs: frozenset[SystemStreamPartition] = frozenset()
+    #: Written by `samsa checkpoint reset` without a checkpoint to rewrite (the checkpoint topic lost): it
+    #: has no state markers, yet the stores keep their state, so a blob-backed store keeps its local dirs
+    #: rather than starting empty as one new to the checkpoint does (`stores.blobstore.restore`). A commit's
+    #: checkpoint, with the markers of what it restored, never carries it.
+    local_state_kept: bool = False
     version: ClassVar[int] = 2
 
 
@@ -91,6 +102,9 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
                 {"system": p.system, "stream": p.stream, "partition": p.partition, **mark.to_json()}
                 for p, mark in sorted(checkpoint.input_marks.items())
             ]
+        if checkpoint.local_state_kept:
+            # An added field, absent when false: an older reader ignores it.
+            data["localStateKept"] = True
     else:
         data = {"version": 1, "offsets": _offset_entries(checkpoint.offsets)}
         if checkpoint.changelog_offsets:  # absent when empty: the bytes of offset-only records stay as before
@@ -110,6 +124,13 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
             {"system": s.system, "stream": s.stream, "partitions": n}
             for s, n in sorted(checkpoint.input_counts.items())
         ]
+    if checkpoint.kept_inputs:
+        # An added field, absent when empty: an older reader (either version) ignores it, and reads the
+        # kept offsets, which stay in "offsets", as any others (a stream added back resumes at them too).
+        data["keptInputs"] = [
+            {"system": p.system, "stream": p.stream, "partition": p.partition}
+            for p in sorted(checkpoint.kept_inputs)
+        ]
     return json.dumps(data, separators=(",", ":")).encode()
 
 
@@ -125,7 +146,8 @@ def decode(raw: bytes, where: str) -> Checkpoint:
             changelog[_ssp(e)] = (cp_id, None if e["offset"] is None else int(e["offset"]))
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
-    return Checkpoint(offsets, changelog, _read_counts(data.get("inputPartitionCounts")))
+    counts = _read_counts(data.get("inputPartitionCounts"))
+    return Checkpoint(offsets, changelog, counts, _read_kept(data.get("keptInputs"), offsets))
 
 
 def decode_v2(raw: bytes, where: str) -> CheckpointV2:
@@ -150,7 +172,11 @@ def decode_v2(raw: bytes, where: str) -> CheckpointV2:
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
     input_counts = _read_counts(data.get("inputPartitionCounts"))
-    return CheckpointV2(checkpoint_id, offsets, markers, exactly_once, input_marks, input_counts)
+    kept = _read_kept(data.get("keptInputs"), offsets)
+    local_kept = data.get("localStateKept") is True
+    return CheckpointV2(
+        checkpoint_id, offsets, markers, exactly_once, input_marks, input_counts, kept, local_kept
+    )
 
 
 def decode_record(key_type: str, raw: bytes, where: str) -> AnyCheckpoint:
@@ -216,6 +242,22 @@ def _read_counts(entries: Any) -> dict[SystemStream, int]:
         if isinstance(system, str) and isinstance(stream, str) and type(n) is int and n >= 0:
             counts[SystemStream(system, stream)] = n
     return counts
+
+
+def _read_kept(
+    entries: Any, offsets: Mapping[SystemStreamPartition, int]
+) -> frozenset[SystemStreamPartition]:
+    # The flag only tells a start (and `checkpoint show`) that an offset was kept while its stream was not
+    # an input: one unreadable, or of no offset, is dropped, not fatal.
+    kept: set[SystemStreamPartition] = set()
+    for e in entries if isinstance(entries, list) else []:
+        try:
+            ssp = _ssp(e)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if ssp in offsets:
+            kept.add(ssp)
+    return frozenset(kept)
 
 
 def _unreadable(where: str, error: Exception) -> CheckpointError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,7 +98,8 @@ def reset(
     """Writes new input offsets at `target` for each task; `resolve` turns a target into an offset.
 
     Every record the job would still read is rewritten with the new offsets and its state positions kept
-    (V1 changelog offsets; V2 id and markers), so whichever version the job reads resumes at `target`. A
+    (V1 changelog offsets; V2 id and markers), so whichever version the job reads resumes at `target`; the
+    offsets it kept of streams that are no inputs now are dropped (`_with_offsets`). A
     record already outranked by the live-max-age rule is left alone, so the same version keeps winning.
     Returns what the job will read per task (`read_versions`, default the manager's).
     """
@@ -131,11 +132,26 @@ def _still_read(
 
 
 def _fresh(version: int) -> AnyCheckpoint:
-    return CheckpointV2(CheckpointId.create()) if version == 2 else Checkpoint()
+    """A record for a task without one to rewrite (its checkpoint topic lost): no state markers, yet the
+    reset keeps the state, and V2 says so (`local_state_kept`): a blob-backed store keeps its local dirs.
+    `_with_offsets` keeps a rewritten record's markers, and the state with them: it needs no flag."""
+    if version == 2:
+        return CheckpointV2(CheckpointId.create(), local_state_kept=True)
+    return Checkpoint()
 
 
 def _with_offsets(checkpoint: AnyCheckpoint, offsets: dict[SystemStreamPartition, int]) -> AnyCheckpoint:
-    return replace(checkpoint, offsets=dict(offsets))
+    """The checkpoint with `offsets` as its inputs' only ones: what it kept of partitions the task does not
+    read now (`kept_inputs`) is dropped with their marks and counts, so that a stream added back later
+    starts as a new input does, at samza.offset.default."""
+    streams = {ssp.system_stream for ssp in offsets}
+    counts = {ss: n for ss, n in checkpoint.input_counts.items() if ss in streams}
+    if isinstance(checkpoint, CheckpointV2):
+        marks = {ssp: m for ssp, m in checkpoint.input_marks.items() if ssp in offsets}
+        return replace(
+            checkpoint, offsets=dict(offsets), input_marks=marks, input_counts=counts, kept_inputs=frozenset()
+        )
+    return replace(checkpoint, offsets=dict(offsets), input_counts=counts, kept_inputs=frozenset())
 
 
 def _read_back(written: list[AnyCheckpoint], read_versions: Sequence[int]) -> AnyCheckpoint:
@@ -153,11 +169,25 @@ def forget_changelogs(
     changelogs: Mapping[str, SystemStream],
     read_versions: Sequence[int] | None = None,
 ) -> dict[str, list[str]]:
-    """Drops the changelog positions of the stores of `changelogs` (store -> its changelog) from each
-    task's checkpoint records the job still reads, keeping everything else, so that the next start restores
-    those stores from what their changelogs hold (the state the positions pointed at is given up). Returns
-    task -> the stores dropped from its checkpoint; a task whose checkpoint has none of them is not written.
+    """Drops the changelog positions of the stores of `changelogs` (store -> its changelog): their next start
+    restores them from what their changelogs hold (`samsa checkpoint forget-changelog`; see `forget_stores`).
     """
+    return forget_stores(manager, tasks, changelogs, (CHANGELOG,), read_versions)
+
+
+def forget_stores(
+    manager: KafkaCheckpointManager,
+    tasks: Iterable[str],
+    stores: Mapping[str, SystemStream | None],
+    backends: Collection[str] | None = None,
+    read_versions: Sequence[int] | None = None,
+) -> dict[str, list[str]]:
+    """Drops the markers of `stores` (store -> its changelog, None for one without: a V1 record names no
+    store, only the changelog it has a position on) of `backends` (None: every backend's, the changelog
+    position and the blob-store snapshot alike) from each task's checkpoint records the job still reads,
+    keeping everything else, so that the next start restores those stores without the state the markers
+    pointed at (`samsa checkpoint forget-store`). Returns task -> the stores dropped from its checkpoint; a
+    task whose checkpoint has none of them is not written."""
     reads = manager.read_versions if read_versions is None else list(read_versions)
     stored = manager.read_records()
     dropped: dict[str, list[str]] = {}
@@ -166,7 +196,7 @@ def forget_changelogs(
         winner = choose(list(records.values()), reads, manager.live_max_age_ms)
         kept = [r.checkpoint for r in records.values() if _still_read(r, winner, manager)]
         gone: set[str] = set()
-        fresh = [_without_changelogs(c, changelogs, gone) for c in sorted(kept, key=lambda c: c.version)]
+        fresh = [_without_stores(c, stores, backends, gone) for c in sorted(kept, key=lambda c: c.version)]
         if not gone:
             continue
         # Every record still read is written again together, so the same version keeps winning.
@@ -177,20 +207,25 @@ def forget_changelogs(
     return dropped
 
 
-def _without_changelogs(
-    checkpoint: AnyCheckpoint, changelogs: Mapping[str, SystemStream], gone: set[str]
+def _without_stores(
+    checkpoint: AnyCheckpoint,
+    stores: Mapping[str, SystemStream | None],
+    backends: Collection[str] | None,
+    gone: set[str],
 ) -> AnyCheckpoint:
-    """The checkpoint without the changelog positions of `changelogs`' stores; `gone` gets those it had."""
+    """The checkpoint without the markers of `stores` of `backends` (None: all); `gone` gets the stores it
+    had one of."""
     if isinstance(checkpoint, CheckpointV2):
-        markers = checkpoint.state_markers.get(CHANGELOG, {})
-        gone.update(s for s in markers if s in changelogs)
-        state = {
-            backend: {s: m for s, m in stores.items() if backend != CHANGELOG or s not in changelogs}
-            for backend, stores in checkpoint.state_markers.items()
-        }
+        state: dict[str, dict[str, str]] = {}
+        for backend, markers in checkpoint.state_markers.items():
+            drop = backends is None or backend in backends
+            gone.update(s for s in markers if drop and s in stores)
+            state[backend] = {s: m for s, m in markers.items() if not (drop and s in stores)}
         return replace(checkpoint, state_markers=state)
+    if backends is not None and CHANGELOG not in backends:
+        return checkpoint
     # V1 names no store: a position is a store's when it is on the store's changelog.
-    by_stream = {stream: store for store, stream in changelogs.items()}
+    by_stream = {stream: store for store, stream in stores.items() if stream is not None}
     gone.update(
         by_stream[s.system_stream] for s in checkpoint.changelog_offsets if s.system_stream in by_stream
     )

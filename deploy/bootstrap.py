@@ -506,10 +506,12 @@ class _TaskStates:
                 log.warning("closing after the bootstrap: %r", e)
 
     def offsets_now(self, task: str, target: str | int) -> dict[SystemStreamPartition, int]:
-        """The task's checkpointed offsets, or `target`'s for a task without a checkpoint."""
+        """The task's checkpointed offsets of its input partitions, or `target`'s for a task without a
+        checkpoint (those it keeps of partitions it does not read now stay kept: `checkpoint_inputs`)."""
         checkpoint = self.checkpoints.get(task)
         if checkpoint is not None:
-            return dict(checkpoint.offsets)
+            partitions = set(self._tasks[task].partitions)
+            return {ssp: o for ssp, o in checkpoint.offsets.items() if ssp in partitions}
         return self.resolve(task, target)
 
     def resolve(self, task: str, target: str | int) -> dict[SystemStreamPartition, int]:

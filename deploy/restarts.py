@@ -78,6 +78,16 @@ class RestartBudget:
         return float(min(_BACKOFF_MAX_S, _BACKOFF_START_S * 2.0 ** (len(self._restarts) - 1)))
 
 
+#: Failures a restart cannot mend, with the exit status of each (the first that fits a failure is its status).
+_UNMENDABLE: dict[type[BaseException], int] = {
+    DamagedStoreError: DAMAGED_STORE_EXIT,
+    InvalidConfigError: CONFIG_ERROR_EXIT,
+    CheckpointFencedError: FENCED_EXIT,
+    ContainerAlreadyRunningError: ALREADY_RUNNING_EXIT,
+    MessageDeserializationError: BAD_RECORD_EXIT,
+}
+
+
 def unmendable_exit(error: BaseException) -> int | None:
     """The exit status of a container failure that a restart cannot mend, from the error or its causes: a
     configuration error (the init() of a task asking for an undefined store counts as one), a fence by a
@@ -85,19 +95,21 @@ def unmendable_exit(error: BaseException) -> int | None:
     under the `fail` bad-message policy, a store's damaged files with no backup to restore them from; None
     for any other failure (a broker or schema-registry outage, a task's process() raising: a restart may
     mend those)."""
+    cause = cause_of(error, tuple(_UNMENDABLE))
+    if cause is None:
+        return None
+    return next(status for kind, status in _UNMENDABLE.items() if isinstance(cause, kind))
+
+
+def cause_of(
+    error: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """The first of `error` and its causes (its `__cause__`, theirs, ...) that is one of `kinds`, or None."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, DamagedStoreError):
-            return DAMAGED_STORE_EXIT
-        if isinstance(cause, InvalidConfigError):
-            return CONFIG_ERROR_EXIT
-        if isinstance(cause, CheckpointFencedError):
-            return FENCED_EXIT
-        if isinstance(cause, ContainerAlreadyRunningError):
-            return ALREADY_RUNNING_EXIT
-        if isinstance(cause, MessageDeserializationError):
-            return BAD_RECORD_EXIT
+        if isinstance(cause, kinds):
+            return cause
         seen.add(id(cause))
         cause = cause.__cause__
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 TopicPartition = tuple[str, int]
@@ -10,6 +10,16 @@ TopicPartition = tuple[str, int]
 
 Headers = Sequence[tuple[str, bytes | None]]
 """Kafka record headers in order; a header value may be null."""
+
+SendHeaders = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None]
+"""Headers as a producer takes them (as confluent-kafka does): (key, value) pairs or a dict; a str value is
+sent as UTF-8, so it reads back as bytes."""
+
+
+def header_pairs(headers: SendHeaders) -> Iterable[tuple[str, bytes | str | None]]:
+    """The (key, value) pairs of headers given as pairs or as a dict, in order (not copied)."""
+    return headers.items() if isinstance(headers, Mapping) else headers
+
 
 # librdkafka's logical offsets (same values as confluent_kafka.OFFSET_*), usable wherever an offset goes.
 OFFSET_BEGINNING = -2

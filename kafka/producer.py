@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -13,19 +14,23 @@ from samsa.kafka.client_log import PUMP, ClientLog
 from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, rejected_setting, with_defaults
 from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
 from samsa.kafka.inmemory import InMemoryProducer, is_inmemory
-from samsa.kafka.message import Headers
+from samsa.kafka.message import SendHeaders, header_pairs
 
 # Serve delivery reports this often even if the caller never polls, so failures surface early.
 _POLL_EVERY_SENDS = 1000
 # How long to wait for room when librdkafka's local queue is full.
 _QUEUE_FULL_POLL_S = 0.1
+# How long partition_count waits for a topic's metadata (a topic just auto-created has none at first).
+_METADATA_WAIT_S = 10.0
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
-def _as_list(headers: Headers | None) -> list[Any] | None:
-    # librdkafka takes a list (or dict) only, not any sequence.
-    return headers if headers is None or type(headers) is list else list(headers)
+def _as_list(headers: SendHeaders | None) -> list[Any] | dict[str, Any] | None:
+    """Headers as confluent-kafka takes them: a list of (key, value) pairs or a dict, no other sequence."""
+    if headers is None or type(headers) is list or type(headers) is dict:
+        return headers
+    return list(header_pairs(headers))
 
 
 class KafkaProducer:
@@ -71,7 +76,7 @@ class KafkaProducer:
         value: bytes | None,
         key: bytes | None = None,
         partition: int | None = None,
-        headers: Headers | None = None,
+        headers: SendHeaders | None = None,
         timestamp: int | None = None,
     ) -> None:
         """Queue one message; partition None means by key (murmur2, as Java) or random for a null key."""
@@ -100,7 +105,7 @@ class KafkaProducer:
         value: bytes | None,
         key: bytes | None,
         part: int,
-        headers: Headers | None,
+        headers: SendHeaders | None,
         timestamp: int | None,
     ) -> None:
         # The local queue is full: serve delivery reports until librdkafka accepts the message. This ends:
@@ -153,6 +158,28 @@ class KafkaProducer:
     def serve_logs(self) -> None:
         """Report the repeated log lines that are due (the pump's call; it does not poll a producer)."""
         self._log.tick()
+
+    def partition_count(self, topic: str, timeout: float = _METADATA_WAIT_S) -> int | None:
+        """The topic's partition count in the cluster's metadata; None when the topic does not exist."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                meta = self._producer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.1))
+            except KafkaException as e:
+                raise KafkaSystemError(
+                    f"Kafka producer ({self._bootstrap}) cannot read the metadata of topic {topic}: {e}. "
+                    "Check that the broker is reachable."
+                ) from e
+            found = meta.topics.get(topic)
+            if found is None:
+                return None
+            if found.error is None and found.partitions:
+                return len(found.partitions)
+            # Unknown to the broker, or just auto-created and without a leader yet: asked again until the
+            # deadline.
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
 
     # -- draining -------------------------------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from time import monotonic
 from typing import Any
 
 from samsa.exactly_once.task import EosTask
 from samsa.kafka import KafkaProducer
+from samsa.kafka.message import header_pairs
+from samsa.kafka.partitioner import partition_for
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.exceptions import TaskError, UndeclaredOutputError
+from samsa.runtime.exceptions import ConfigError, TaskError, UndeclaredOutputError
 from samsa.runtime.task import OutgoingMessage
 from samsa.serde.base import Serde, explain, fast_to_bytes
 from samsa.serde.registry import SerdeRegistry
 from samsa.streams import SystemStream
+
+# librdkafka's partitioners that place a keyed record as partition_for does (murmur2 as the Java client;
+# they differ only for a null key, which a partition key never is).
+_MURMUR2 = ("murmur2", "murmur2_random")
+# librdkafka's topic.metadata.refresh.interval.ms default: how often its producer re-reads a topic's
+# partition count for keyed records, and so how long the count serves partition keys.
+_REFRESH_MS = 300_000
 
 _Target = tuple[Callable[..., None], Callable[[Any], bytes], Callable[[Any], bytes], Serde[Any], Serde[Any]]
 
@@ -25,6 +35,8 @@ class OutputCollector:
         self._producers = producers
         self._serdes = serdes
         self._targets: dict[tuple[str, str], _Target] = {}
+        # Of the streams sent to by partition key: (partition count, when to read it again).
+        self._partition_counts: dict[tuple[str, str], tuple[int, float]] = {}
 
     def _producer_for(self, system: str, stream: str) -> KafkaProducer | None:
         return self._producers.get(system)
@@ -57,9 +69,61 @@ class OutputCollector:
             raise _described(message, key_serde, msg_serde, e) from e
         return send, raw_key, raw_value
 
+    def _partition_key_bytes(self, message: OutgoingMessage) -> bytes:
+        """The message's partition key in the bytes of the stream's key serde (its target is resolved)."""
+        _, key_to_bytes, _, key_serde, _ = self._targets[(message.system, message.stream)]
+        try:
+            return key_to_bytes(message.partition_key)
+        except Exception as e:
+            described = explain(key_serde.to_bytes, message.partition_key, e)
+            described.add_note(f"while sending the partition key to {message.system}.{message.stream}")
+            raise described from e
+
+    def _by_partition_key(self, message: OutgoingMessage) -> int:
+        """The partition Kafka's default partitioner gives the message's partition key (in place of its key),
+        among the stream's partitions."""
+        raw = self._partition_key_bytes(message)
+        target = (message.system, message.stream)
+        known = self._partition_counts.get(target)
+        now = monotonic()
+        if known is None or now >= known[1]:
+            # Re-read as often as the producer refreshes its metadata, so a grown topic's new partitions
+            # take partition-key records about when they take keyed ones.
+            count, refresh_s = self._partition_count(*target)
+            known = self._partition_counts[target] = (count, now + refresh_s)
+        return partition_for(raw, known[0])
+
+    def _partition_count(self, system: str, stream: str) -> tuple[int, float]:
+        """The stream's partition count, and for how many seconds it serves (the producer's metadata refresh
+        interval); refuses a producer partitioner that places keys otherwise than a partition key."""
+        settings = self._job.systems.get(system)
+        producer_settings = settings.producer if settings else {}
+        partitioner = producer_settings.get("partitioner", _MURMUR2[-1])
+        if partitioner not in _MURMUR2:
+            raise ConfigError(
+                f"send to {system}.{stream} with partition_key: systems.{system}.producer.partitioner="
+                f"{partitioner} places keyed records by another hash than the murmur2 a partition key is "
+                f"placed by, so records sent with partition_key=pk and with key=pk would land on different "
+                f"partitions; remove systems.{system}.producer.partitioner (the default is murmur2_random) "
+                f"or set it to murmur2 or murmur2_random, or send with partition= of your own choosing"
+            )
+        producer = self._producer_for(system, stream)
+        count = None if producer is None else producer.partition_count(stream)
+        if count is None:
+            raise TaskError(
+                f"send to {system}.{stream} with partition_key: topic {stream!r} does not exist on system "
+                f"{system!r}, so it has no partitions to place the record among; create it first"
+            )
+        refresh = str(producer_settings.get("topic.metadata.refresh.interval.ms", "")).strip()
+        refresh_ms = int(refresh) if refresh.isdigit() and int(refresh) > 0 else _REFRESH_MS
+        return count, refresh_ms / 1000
+
     def send(self, message: OutgoingMessage) -> None:
         send, raw_key, raw_value = self._encoded(message)
-        send(message.stream, raw_value, raw_key, message.partition, message.headers, message.timestamp)
+        partition = message.partition
+        if message.partition_key is not None:
+            partition = self._by_partition_key(message)
+        send(message.stream, raw_value, raw_key, partition, message.headers, message.timestamp)
 
 
 class ExactlyOnceCollector(OutputCollector):
@@ -96,15 +160,22 @@ class ExactlyOnceCollector(OutputCollector):
         return self._sink
 
     def send(self, message: OutgoingMessage) -> None:
+        # SystemStream is a NamedTuple: a plain tuple finds it, without building one per sink record.
+        stream = (message.system, message.stream)
+        if stream not in self._outputs or stream not in self._eos.outputs:
+            # A sink, placed as at-least-once places it, on the task's transactional producer; or a stream
+            # task.outputs does not list, which resolving it refuses (_producer_for).
+            super().send(message)
+            self._eos.sends += 1
+            return
         send, raw_key, raw_value = self._encoded(message)
         self._eos.sends += 1
-        # SystemStream is a NamedTuple: a plain tuple finds it, without building one per sink record.
-        if (message.system, message.stream) not in self._eos.outputs:
-            send(message.stream, raw_value, raw_key, message.partition, message.headers, message.timestamp)
-            return
         ss = SystemStream(message.system, message.stream)
-        partition = self._eos.partition_of(ss, raw_key, message.partition)
-        headers = [*(message.headers or ()), self._eos.tag(message.stream, partition)]
+        # An intermediate stream's partition count is the one its exactly-once state was built for.
+        placed_by = raw_key if message.partition_key is None else self._partition_key_bytes(message)
+        partition = self._eos.partition_of(ss, placed_by, message.partition)
+        given = () if message.headers is None else header_pairs(message.headers)
+        headers = [*given, self._eos.tag(message.stream, partition)]
         send(message.stream, raw_value, raw_key, partition, headers, message.timestamp)
 
 

@@ -62,6 +62,7 @@ from samsa.runtime.run_loop import Chooser, PartitionBuffer, RunLoop
 from samsa.runtime.state import ContainerState, early_s3_client
 from samsa.runtime.takeover import assignment, checkpoint_producer_config
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance, new_task
+from samsa.runtime.user_errors import escaped, interrupted
 from samsa.serde.base import explain, raw_passthrough
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.serde.registry import SerdeRegistry
@@ -271,7 +272,13 @@ class Container:
         for tm in self.model.tasks:
             storage = storages[tm.name]
             context = TaskContextImpl(
-                tm.name, self.model.id, self.job.config, frozenset(tm.partitions), storage
+                tm.name,
+                self.model.id,
+                self.job.config,
+                frozenset(tm.partitions),
+                storage,
+                self.registry,
+                clock=self._clock,  # the tasks' timers follow the loop's clock (a test's, maybe virtual)
             )
             ti = TaskInstance(
                 tm,
@@ -602,6 +609,7 @@ class Container:
         checkpoints; `checkpointed`: the partitions any task has a checkpointed offset of; `watermarks` and
         `firsts` (the first record's mark) of each partition."""
         marks = checkpoint.input_marks if isinstance(checkpoint, CheckpointV2) else {}
+        kept = checkpoint.kept_inputs if checkpoint is not None else frozenset()
         out = {}
         for ssp in partitions:
             out[ssp] = start_offset(
@@ -611,6 +619,7 @@ class Container:
                 watermarks[ssp],
                 added_since(ssp, known, checkpointed),
                 recreated_since(marks.get(ssp), firsts.get(ssp)),
+                ssp in kept,
             )
         return out
 
@@ -931,6 +940,7 @@ class Container:
                 chooser=self._hooks.chooser,
                 on_aligned=self._on_aligned,
                 on_rewind=self._eos.rewind if self._eos is not None else None,
+                name=f"container {self.model.id}",
             )
             if self._stop_requested:
                 self._loop.stop()
@@ -1032,9 +1042,19 @@ class Container:
 
     @contextmanager
     def _released_on_failure(self) -> Iterator[None]:
-        """A simulated crash dies in place; any other failure closes the tasks and clients and goes up."""
+        """A simulated crash dies in place; any other failure closes the tasks and clients and goes up. A
+        sys.exit() or KeyboardInterrupt of the job's code is a failure too (`escaped`), not a stop."""
         try:
-            yield
+            try:
+                yield
+            except (SystemExit, KeyboardInterrupt) as e:
+                # Samsa stops a container by its flag, never by raising these (SIGINT and SIGTERM call
+                # `stop` under `samsa run`): they come from the job's code outside its task's methods (a
+                # serde, a store engine, an extractor), whose own are UserCodeErrors already. Gone up, they
+                # would end the process as if the container had finished: exit 0, never restarted.
+                if interrupted(e):
+                    raise  # a real Ctrl-C where it raises one (a test session): it goes on interrupting
+                raise escaped(e, f"container {self.model.id}") from e
         except SimulatedCrash:
             self.crash()
             raise

@@ -15,7 +15,7 @@ from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
 from samsa.runtime.config.job import JobConfig, job_id_clash
 from samsa.runtime.exceptions import ConfigError, TopicsOfAnotherJobError
-from samsa.runtime.job_model import JobIdentity, JobModel, build_job_model
+from samsa.runtime.job_model import JobIdentity, JobModel, build_job_model, grouped_counts
 from samsa.runtime.validation import check_job
 from samsa.streams import SystemStream
 
@@ -78,6 +78,32 @@ def check_broadcast_stores(job: JobConfig, counts: Mapping[SystemStream, int]) -
                 f"either broadcast (one store per container: list every partition, {stream}#[0-{count - 1}]) "
                 f"or partitioned (one store per task: leave {stream} out of task.broadcast.inputs)"
             )
+
+
+def warn_not_copartitioned(job: JobConfig, counts: Mapping[SystemStream, int]) -> None:
+    """Warns when the job keeps keyed state (a store other than an adjunct one) and its task.inputs grouped
+    into tasks have different partition counts: a key's records then reach different tasks. Not refused:
+    Samza's grouping by partition takes such inputs (a 1-partition control stream, say)."""
+    from samsa.stores.factory import store_specs  # the stores build on the runtime's config
+
+    stores = sorted(set(store_specs(job.config)) - set(job.adjunct_inputs))
+    adjunct = set(job.adjunct_inputs.values())
+    read = {ss: n for ss, n in counts.items() if ss not in adjunct}
+    inputs = grouped_counts(read, job.broadcast)
+    if not stores or len(set(inputs.values())) < 2:
+        return
+    listed = ", ".join(f"{ss} has {n}" for ss, n in sorted(inputs.items(), key=lambda i: (-i[1], str(i[0]))))
+    log.warning(
+        "job %s keeps keyed state (store%s %s) but its inputs are not co-partitioned: %s partitions. Tasks "
+        "group input partitions by number, so a key's records in streams of different partition counts "
+        "reach different tasks, and keyed state is only consistent when the inputs are co-partitioned (one "
+        "partition count, keys partitioned alike): repartition the inputs to one partition count, or, for "
+        "a stream the state is not keyed by (a control stream), list it in task.broadcast.inputs",
+        job.job_key,
+        "s" if len(stores) > 1 else "",
+        ", ".join(stores),
+        listed,
+    )
 
 
 def _rejected(
@@ -287,6 +313,7 @@ class JobCoordinator:
         self.create_resources()
         built = build_job_model(counts, self.job.container_count, self.job.broadcast)
         model = replace(built, job=self.identity)
+        warn_not_copartitioned(self.job, counts)
         # state and state_placement build on this module's client settings
         from samsa.runtime.state import changelog_partitions, create_changelogs
         from samsa.runtime.state_placement import check_state_placement
@@ -296,7 +323,8 @@ class JobCoordinator:
             # changelog's size) and before the old model's containers are fenced: a refused start touches
             # nothing. A job without durable stores goes on with the new model.
             check_state_placement(self.job, stored, model)
-        create_changelogs(self.job, changelog_partitions(model))
+        grouped = {str(ss): n for ss, n in grouped_counts(counts, self.job.broadcast).items()}
+        create_changelogs(self.job, changelog_partitions(model), grouped)
         # Before any container restores or reads: a job whose checkpoints are gone would count its inputs
         # twice on top of its restored state.
         from samsa.runtime.lost_checkpoints import check_checkpoints_kept  # it builds on this module

@@ -23,8 +23,9 @@ class UndeclaredOutputError(TaskError, InvalidConfigError):
 
 
 class UserCodeError(TaskError):
-    """The task's own code (`init`, `process`, `window`, `close`) raised; `__cause__` is what it raised, whose
-    traceback the CLI shows."""
+    """The job's own code raised: the task's methods (`init`, `process`, `window`, `close`, a scheduler
+    callback), or a serde, store engine or extractor calling sys.exit() (`user_errors.escaped`); `__cause__`
+    is what it raised, whose traceback the CLI shows."""
 
 
 class MessageDeserializationError(RuntimeSamsaError):

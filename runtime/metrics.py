@@ -35,6 +35,10 @@ name                                                   kind       labels
 
 A timer is exposed to Prometheus as a summary (``<name>_count``, ``<name>_sum`` in seconds) plus a
 gauge ``<name>_max``: the largest value since the previous scrape.
+
+A task's own metrics (``context.metrics``, a ``TaskMetrics``) are these same objects in the same registry,
+named ``samsa_user_[<group>_]<name>`` (``_total`` added to a counter's, ``_seconds`` to a timer's), with the
+label ``task``.
 """
 
 from __future__ import annotations
@@ -126,6 +130,11 @@ class Counter:
     def inc(self, n: float = 1) -> None:
         self.value += n
 
+    @property
+    def count(self) -> float:
+        """The count so far (Samza's ``getCount()``); ``value`` is the same number."""
+        return self.value
+
 
 class Gauge:
     """A value set by its owner."""
@@ -177,6 +186,10 @@ class Timer:
         self.sum_ns += ns
         if ns > self.max_ns:
             self.max_ns = ns
+
+    def update(self, seconds: float) -> None:
+        """Add one duration given in seconds (``update_ns`` takes nanoseconds)."""
+        self.update_ns(int(seconds * 1e9))
 
     @contextmanager
     def time(self) -> Iterator[None]:
@@ -383,3 +396,139 @@ def _read(name: str, metric: Metric, reset_max: bool) -> Sample | TimerSample | 
         # One failing lag callback must not take the whole scrape down; the series is absent instead.
         log.warning("metric %s %s: callback failed; sample left out", name, metric.labels, exc_info=True)
         return None
+
+
+USER_PREFIX = "samsa_user_"
+# What a Prometheus metric name may not hold (':' is left to recording rules): each becomes '_'.
+_UNSAFE_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+_USER_SUFFIXES: dict[Kind, str] = {"counter": "_total", "gauge": "", "timer": "_seconds"}
+UserMetric = Counter | Gauge | Timer
+_U = TypeVar("_U", Counter, Gauge, Timer)
+
+
+class TaskMetrics:
+    """A task's own metrics, ``context.metrics``: Samza's task metrics registry (``newCounter(group,
+    name)`` is ``counter(name, group=group)``). They live in the container's registry beside the runtime's,
+    are served with them on ``metrics.prometheus.port`` as ``samsa_user_[<group>_]<name>`` with the label
+    ``task``, and start from 0 with each start of the container, as the runtime's do.
+
+    Look a metric up once (in ``init``) and keep it: its ``inc``, ``set`` and ``update`` are the runtime's
+    own per-message updates, with no lookup, lock or check. Asking again for one name gives the same
+    metric; asking for it as another kind is an error."""
+
+    def __init__(self, registry: MetricsRegistry, task: str) -> None:
+        self._registry = registry
+        self._task = task
+        self._labels = {"task": task}
+        # init() runs on the container's thread, but a task may register from a thread of its own.
+        self._lock = threading.RLock()
+        #: (group, name) as the task asked -> its metric; exposed name -> the (group, name) that took it.
+        self._metrics: dict[tuple[str, str], UserMetric] = {}
+        self._exposed: dict[str, tuple[str, str]] = {}
+
+    def counter(self, name: str, *, group: str = "", doc: str = "") -> Counter:
+        """A count that only grows: ``inc(n=1)``, read ``count``; exposed with ``_total`` added."""
+        return self._get(name, group, doc, "counter", Counter, self._registry.counter)
+
+    def gauge(self, name: str, initial: float = 0, *, group: str = "", doc: str = "") -> Gauge:
+        """A value the task sets: ``set(v)`` (``inc``/``dec`` too), read ``value``; ``initial`` is its value
+        when first asked for (asking again keeps the value it has)."""
+        self._check_types(name, group)
+        with self._lock:
+            new = (group, name) not in self._metrics
+            gauge = self._get(name, group, doc, "gauge", Gauge, self._registry.gauge)
+            if new:
+                gauge.set(initial)
+            return gauge
+
+    def timer(self, name: str, *, group: str = "", doc: str = "") -> Timer:
+        """Durations: ``update(seconds)``, ``update_ns(ns)`` or ``with timer.time(): ...``; exposed, with
+        ``_seconds`` added, as the runtime's timers are: ``_count``, ``_sum`` and ``_max`` (since the
+        previous scrape)."""
+        return self._get(name, group, doc, "timer", Timer, self._registry.timer)
+
+    def read(self) -> dict[str, float | TimerSample]:
+        """Each metric by the name the task gave (``group.name`` when it gave a group): a counter's count,
+        a gauge's value, a timer's count, sum and max in seconds (since the start: no scrape resets it)."""
+        with self._lock:
+            metrics = list(self._metrics.items())
+        return {
+            user_key(name, group): m.read(reset_max=False) if isinstance(m, Timer) else m.value
+            for (group, name), m in metrics
+        }
+
+    def _get(
+        self,
+        name: str,
+        group: str,
+        doc: str,
+        kind: Kind,
+        cls: type[_U],
+        register: Callable[[str, str, Mapping[str, str]], _U],
+    ) -> _U:
+        self._check_types(name, group)
+        key = (group, name)
+        with self._lock:
+            metric = self._metrics.get(key)
+            if metric is not None:
+                if not isinstance(metric, cls):
+                    raise MetricsError(
+                        f"task {self._task}: metric {user_key(name, group)!r} is a "
+                        f"{type(metric).__name__.lower()} already, not a {kind}; give the {kind} another name"
+                    )
+                return metric
+            try:
+                exposed = user_metric_name(name, group, kind)
+            except MetricsError as e:
+                raise MetricsError(f"task {self._task}: {e}") from None
+            taken = self._exposed.get(exposed)
+            if taken is not None:
+                raise MetricsError(
+                    f"task {self._task}: metric {user_key(name, group)!r} would be exposed as {exposed!r}, "
+                    f"the name of its metric {user_key(taken[1], taken[0])!r} (characters other than "
+                    "letters, digits and '_' become '_'); give one of them another name or group"
+                )
+            try:
+                new = register(exposed, doc or f"Metric {user_key(name, group)!r} of the task", self._labels)
+            except MetricsError as e:
+                raise MetricsError(
+                    f"task {self._task}: metric {user_key(name, group)!r} (a {kind}, exposed as "
+                    f"{exposed!r}): {e}"
+                ) from e
+            self._metrics[key] = new
+            self._exposed[exposed] = key
+            return new
+
+    def _check_types(self, name: object, group: object) -> None:
+        # Untyped task code may pass anything; a list would fail as a dict key with a less clear error.
+        for what, text in (("name", name), ("group", group)):
+            if not isinstance(text, str):
+                raise MetricsError(
+                    f"task {self._task}: metric {name!r} (group {group!r}): its {what} must be a str, "
+                    f"not {type(text).__name__}"
+                )
+
+
+def user_key(name: str, group: str = "") -> str:
+    """How a task's metric is named in errors and test results: ``name``, or ``group.name``."""
+    return f"{group}.{name}" if group else name
+
+
+def user_metric_name(name: str, group: str, kind: Kind) -> str:
+    """The exposed name of a task's metric: ``samsa_user_[<group>_]<name>``, each character other than
+    a letter, digit or '_' made '_' (Samza's ``my-counter`` is ``my_counter``), then the kind's suffix
+    (``_total``, ``_seconds``) unless the name ends with it."""
+    parts = [_safe_part(group, "group", name, group)] if group else []
+    base = USER_PREFIX + "_".join([*parts, _safe_part(name, "name", name, group)])
+    suffix = _USER_SUFFIXES[kind]
+    return base if base.endswith(suffix) else base + suffix
+
+
+def _safe_part(text: str, what: str, name: str, group: str) -> str:
+    safe = _UNSAFE_CHARS.sub("_", text)
+    if not safe.strip("_"):
+        raise MetricsError(
+            f"metric {name!r} (group {group!r}): the {what} {text!r} has no letter or digit; "
+            "name metrics with letters, digits, '_', '-' or '.'"
+        )
+    return safe

@@ -88,13 +88,14 @@ def start_offset(
     watermarks: tuple[int, int],
     added_since: bool,
     recreated: str | None = None,
+    kept: bool = False,
 ) -> int:
     """Where a task starts reading `ssp`: at its checkpointed offset `saved` (ignored with
     `samza.reset.offset`) kept within the partition's `watermarks`; without one, at the oldest offset when
     the partition was added to the topic since the job first checkpointed the stream (`added_since`, as
     the function of that name judges), else at `samza.offset.default`. `recreated` says why the topic was
     deleted and recreated since the checkpoint (`recreated_since`): the partition starts at its oldest
-    offset."""
+    offset. `kept`: the checkpoint kept `saved` while the stream was not an input (`checkpoint_inputs`)."""
     low, high = watermarks
     default = low if settings.offset_default == "oldest" else high
     if settings.reset_offset or (saved is None and not added_since):
@@ -142,6 +143,18 @@ def start_offset(
             settings.offset_default,
         )
         return default
+    if kept:
+        # Added back to task.inputs: said, since samza.offset.default does not apply to it.
+        log.info(
+            "%s: added back to the inputs; resuming at offset %d, from the checkpoint kept while its stream "
+            "was not an input (to read it again from samza.offset.default=%s instead, set "
+            "systems.%s.streams.%s.samza.reset.offset=true for one start, or use `samsa checkpoint reset`)",
+            ssp,
+            saved,
+            settings.offset_default,
+            ssp.system,
+            ssp.stream,
+        )
     return saved
 
 

@@ -28,7 +28,7 @@ from samsa.runtime.exceptions import TaskError, UserCodeError
 from samsa.runtime.metrics import Counter, Timer
 from samsa.runtime.task import IncomingMessageEnvelope, RequestScope
 from samsa.runtime.task_instance import TaskInstance
-from samsa.runtime.user_errors import described
+from samsa.runtime.user_errors import USER_FAILURES, call_task, described, escaped, interrupted, returned
 from samsa.serde.base import Serde, fast_from_bytes
 from samsa.streams import SystemStreamPartition
 
@@ -183,6 +183,11 @@ def _untagged(ssp: SystemStreamPartition, offset: int) -> ProtocolError:
     )
 
 
+def _message(env: IncomingMessageEnvelope, broadcast: bool) -> str:
+    """Where the message is, for an error: "in#0@7", "broadcast in#0@7"."""
+    return f"{'broadcast ' if broadcast else ''}{env.stream}#{env.partition}@{env.offset}"
+
+
 class RunLoop:
     """Single-threaded loop over all of a container's tasks (Samza's RunLoop with max concurrency 1)."""
 
@@ -203,11 +208,13 @@ class RunLoop:
         chooser: Chooser | None = None,
         on_aligned: Callable[[TaskInstance], None] | None = None,
         on_rewind: Callable[[TaskInstance, Rewind], None] | None = None,
+        name: str = "run loop",
     ) -> None:
         """`on_aligned` commits an exactly-once task's aligned version; `on_rewind` takes it back to its
         last checkpoint (the loop then re-reads its inputs from the checkpointed offsets). `clock` drives
         the commit and window timers (a test's virtual clock); `chooser` picks the next ready partition in
-        `step` (default: round-robin, as `run` does)."""
+        `step` (default: round-robin, as `run` does). `name` says whose loop it is in errors ("container
+        0")."""
         self._sources = sources
         self._tasks = list(tasks)
         self._commit = commit
@@ -233,7 +240,21 @@ class RunLoop:
         self._on_aligned = on_aligned
         self._on_rewind = on_rewind
         self._held_by_task: dict[str, list[PartitionBuffer]] = {}
+        self._name = name
+        # After a round of timers, a chunk of input (or a fetch finding none) comes before the next round: a
+        # scheduler callback scheduling itself at or before now (an event-time timer, replaying old data)
+        # would otherwise be due again at once, round after round, and no message would be processed.
+        self._owed = False
         self.caught_up = False
+        # The tasks' callback schedulers (a task built without a context, in a unit test, has none). A timer
+        # scheduled sooner than the loop's next one brings that forward: an idle fetch waits no longer.
+        self._timers = [(ti, ti.context.scheduler) for ti in self._tasks if ti.context is not None]
+
+        def sooner(due: float) -> None:
+            self._next_timer = min(self._next_timer, due)
+
+        for _, timers in self._timers:
+            timers.on_sooner = sooner
 
     @property
     def end_offsets(self) -> dict[SystemStreamPartition, int] | None:
@@ -262,11 +283,14 @@ class RunLoop:
         ready = self._ready
         mono = self._clock
         next_poll = 0.0
+        owed = False  # see `_owed`
         while not self._stopping:
             now = mono()
-            if now >= self._next_timer:
+            if now >= self._next_timer and not owed:
                 self._fire_timers(now)
+                owed = True
                 continue
+            owed = False
             if not ready:
                 self._fetch(min(_MAX_IDLE_S, max(0.0, self._next_timer - now)))
                 next_poll = now + _POLL_INTERVAL_S
@@ -289,14 +313,25 @@ class RunLoop:
         """One unit of `run`'s work for a driver that interleaves loops: the due timers, one fetch, or one
         chunk of one ready partition (the chooser's). Never blocks. None once the loop is over (stopped,
         or caught up when it runs until caught up)."""
+        try:
+            return self._step()
+        except (SystemExit, KeyboardInterrupt) as e:
+            # What a container's run turns into its failure (see `Container._released_on_failure`), for a
+            # driver stepping the loop itself (the TestRunner): a serde's or a store's sys.exit().
+            if interrupted(e):
+                raise
+            raise escaped(e, self._name) from e
+
+    def _step(self) -> Step | None:
         self.begin()
         if self._stopping:
             return None
         now = self._clock()
-        if now >= self._next_timer:
+        if now >= self._next_timer and not self._owed:
             commits = tuple(t.name for t in self._tasks if t.next_commit <= now)
             windows = tuple(t.name for t in self._tasks if t.next_window <= now and not self._bootstrapping)
             self._fire_timers(now)
+            self._owed = True
             return ("timer", commits, windows)
         ready = self._ready
         if not ready or (now >= self._next_poll and self._buffered < TOP_UP_BELOW):
@@ -309,7 +344,10 @@ class RunLoop:
                     self.caught_up = True
                     return None
             if fetched or not ready:
+                if not ready:
+                    self._owed = False  # nothing to process: the timers may run again
                 return ("fetch", fetched) if fetched else ("idle",)
+        self._owed = False
         index = self._chooser(ready) if self._chooser is not None else 0
         buf = ready[index]
         first = buf.messages[buf.pos].offset()
@@ -403,13 +441,17 @@ class RunLoop:
                     continue
                 env = envelope(system, stream, partition, offset, key, value, msg.timestamp()[1], headers)
                 start = perf()
-                try:
-                    process(env, collector, coordinator)
-                except Exception as e:
+                try:  # inline, not `call_task`: the call and the message's name would cost every message
+                    result = process(env, collector, coordinator)
+                except USER_FAILURES as e:
+                    if interrupted(e):
+                        raise
                     raise UserCodeError(
                         f"task {ti.name}: process() failed on {stream}#{partition}@{offset}: {described(e)}; "
                         f"the message is not checkpointed and will be processed again after a restart"
                     ) from e
+                if result is not None:  # one comparison per message: the check itself is off this path
+                    returned(result, ti.name, f"process() on {stream}#{partition}@{offset}")
                 timer.update_ns(perf() - start)
                 last = offset
                 count += 1
@@ -430,8 +472,6 @@ class RunLoop:
         pos = first = buf.pos
         end = min(pos + limit, len(msgs))
         ssp = buf.ssp
-        _, stream, partition = ssp
-        perf = time.perf_counter_ns
         try:
             while pos < end:
                 msg = msgs[pos]
@@ -443,17 +483,7 @@ class RunLoop:
                 env = self._envelope(buf, msg)
                 for ti in takers:
                     if env is not None:
-                        start = perf()
-                        try:
-                            ti.task.process(env, ti.collector, ti.coordinator)
-                        except Exception as e:
-                            raise UserCodeError(
-                                f"task {ti.name}: process() failed on broadcast {stream}#{partition}@{offset}"
-                                f": {described(e)}; the message is not checkpointed for this task and will "
-                                "be processed again after a restart"
-                            ) from e
-                        ti.process_timer.update_ns(perf() - start)
-                        ti.processed.inc()
+                        self._process_one(ti, env, broadcast=True)
                     ti.offsets[ssp] = offset + 1
                 if (
                     self._stopping
@@ -559,15 +589,24 @@ class RunLoop:
         elif aligned:
             self._cut_aligned(ti)
 
-    def _process_one(self, ti: TaskInstance, env: IncomingMessageEnvelope) -> None:
+    @staticmethod
+    def _process_one(ti: TaskInstance, env: IncomingMessageEnvelope, broadcast: bool = False) -> None:
+        """The task's process() of one message, off the hot path (`_process`): an exactly-once task's, a
+        broadcast partition's (`broadcast`: read for several tasks, checkpointed by each)."""
         start = time.perf_counter_ns()
+        # The try is here, not in `call_task`: naming the message in its arguments would cost every message.
         try:
-            ti.task.process(env, ti.collector, ti.coordinator)
-        except Exception as e:
+            result = ti.task.process(env, ti.collector, ti.coordinator)  # type: ignore[func-returns-value]
+        except USER_FAILURES as e:
+            if interrupted(e):
+                raise
             raise UserCodeError(
-                f"task {ti.name}: process() failed on {env.stream}#{env.partition}@{env.offset}: "
-                f"{described(e)}; the message is not checkpointed and will be processed again after a restart"
+                f"task {ti.name}: process() failed on {_message(env, broadcast)}: {described(e)}; the "
+                f"message is not checkpointed{' for this task' if broadcast else ''} and will be processed "
+                "again after a restart"
             ) from e
+        if result is not None:
+            returned(result, ti.name, f"process() on {_message(env, broadcast)}")
         ti.process_timer.update_ns(time.perf_counter_ns() - start)
         ti.processed.inc()
 
@@ -908,6 +947,8 @@ class RunLoop:
             (min(t.next_commit, t.next_window if windows else t.next_commit) for t in self._tasks),
             default=float("inf"),
         )
+        if windows and self._timers:  # scheduler callbacks wait like window()
+            self._next_timer = min(self._next_timer, min(timers.next_due for _, timers in self._timers))
 
     def _fire_timers(self, now: float) -> None:
         due = [t for t in self._tasks if t.next_commit <= now]
@@ -920,7 +961,33 @@ class RunLoop:
                     t.next_window = self._clock() + t.window_interval  # the loop's clock, maybe virtual
                 if t.coordinator.requested:
                     self._handle_requests(t)
+        self._run_callbacks(now)
         self._reschedule()
+
+    def _run_callbacks(self, now: float) -> None:
+        """The tasks' due scheduler callbacks, earliest timestamp first, each called as window() is: with the
+        task's collector (in its transaction, exactly-once) and coordinator, whose requests are handled
+        after it returns. Not while bootstrap streams catch up (the stores are partial)."""
+        if self._bootstrapping:
+            return
+        for ti, timers in self._timers:
+            if timers.next_due > now:
+                continue
+            for key, callback in timers.due(now):
+                call = f"callback {getattr(callback, '__qualname__', repr(callback))}() for key {key!r}"
+                call_task(
+                    ti.name,
+                    call,
+                    callback,
+                    key,
+                    ti.collector,
+                    ti.coordinator,
+                    failed=f"scheduler {call} failed",
+                    then="; timers are not checkpointed: after a restart, init() schedules again what the "
+                    "task's store holds",
+                )
+                if ti.coordinator.requested:
+                    self._handle_requests(ti)
 
     def _handle_requests(self, ti: TaskInstance) -> None:
         c = ti.coordinator

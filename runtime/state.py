@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from samsa.stores.backend import Markers, StateBackendFactory
 from samsa.stores.backends import BLOBSTORE, CHANGELOG
 from samsa.stores.blobstore.backup import UploadStats
 from samsa.stores.blobstore.factory import BlobStoreBackendFactory, PendingS3Client, blob_store_admin
+from samsa.stores.blobstore.renamed import check_store_renames
 from samsa.stores.blobstore.requests import ABANDON_WAIT_S
 from samsa.stores.blobstore.restore import RestoreStats
 from samsa.stores.blobstore.settings import BlobStoreSettings
@@ -120,10 +122,11 @@ def uses_s3(job: JobConfig) -> bool:
     return bool(blob_store_settings(job).s3_bucket and blob_backed_stores(job))
 
 
-def create_changelogs(job: JobConfig, partitions: int) -> None:
+def create_changelogs(job: JobConfig, partitions: int, inputs: Mapping[str, int] | None = None) -> None:
     """Creates (or checks) the state backends' resources: changelog topics (compacted, `partitions`
     partitions: see `changelog_partitions`) and the blob store's location (bucket lifecycle rule, or
-    directory)."""
+    directory). `inputs`: partition count of each input grouped into tasks, which a refused changelog's
+    partition count is explained by."""
     specs = store_specs(job.config)
     if blob_backed_stores(job, specs):
         blob_store_admin(blob_store_settings(job)).create_resources()
@@ -136,7 +139,8 @@ def create_changelogs(job: JobConfig, partitions: int) -> None:
         return admins.setdefault(system, KafkaAdmin(client_config(job, system)))
 
     try:
-        ChangelogAdmin({s: specs[s].config for s in logs}, logs, partitions, admin_for).create_resources()
+        stores = {s: specs[s].config for s in logs}
+        ChangelogAdmin(stores, logs, partitions, admin_for, inputs).create_resources()
     finally:
         for admin in admins.values():
             admin.close()
@@ -149,6 +153,49 @@ def _checkpoint_id(checkpoint: AnyCheckpoint | None) -> str | None:
     if checkpoint is not None and checkpoint.changelog_offsets:
         return next(iter(checkpoint.changelog_offsets.values()))[0]
     return None
+
+
+@dataclass(frozen=True)
+class TaskInputs:
+    """What a task's checkpoint records of its input partitions (see `checkpoint_inputs`)."""
+
+    offsets: dict[SystemStreamPartition, int]
+    marks: dict[SystemStreamPartition, RecordMark]
+    counts: dict[SystemStream, int]
+    #: The partitions of `offsets` the task does not read now, kept from its start checkpoint.
+    kept: frozenset[SystemStreamPartition]
+
+
+def checkpoint_inputs(
+    start: AnyCheckpoint | None,
+    offsets: Mapping[SystemStreamPartition, int],
+    marks: Mapping[SystemStreamPartition, RecordMark],
+    counts: Mapping[SystemStream, int],
+) -> TaskInputs:
+    """The input entries of a task's checkpoint: those of the partitions it reads (`offsets` at the commit;
+    this run's `marks` of their first records and the `counts` known of their streams, of the container's
+    partitions), and, unchanged, those its checkpoint at the start (`start`) holds of partitions it does not
+    read now (their stream removed from task.inputs, or read by another task), so that a stream added back
+    resumes where it stopped, not at samza.offset.default (its records read twice, or with `upcoming` those
+    written meanwhile skipped): Kafka Streams, too, keeps the committed offsets of a topic no longer read."""
+    kept = {ssp: o for ssp, o in start.offsets.items() if ssp not in offsets} if start else {}
+    kept_marks = start.input_marks if isinstance(start, CheckpointV2) else {}
+    read = {ssp.system_stream for ssp in offsets}
+    # A stream read now has its count known (`counts`); one only kept has its checkpoint's.
+    gone = {ssp.system_stream for ssp in kept} - read
+    kept_counts = start.input_counts if start else {}
+    return TaskInputs(
+        {**kept, **offsets},
+        {
+            **{ssp: m for ssp, m in kept_marks.items() if ssp in kept},
+            **{ssp: m for ssp, m in marks.items() if ssp in offsets},
+        },
+        {
+            **{ss: n for ss, n in kept_counts.items() if ss in gone},
+            **{ss: n for ss, n in counts.items() if ss in read},
+        },
+        frozenset(kept),
+    )
 
 
 class ContainerState:
@@ -178,6 +225,9 @@ class ContainerState:
         #: Per input stream, its partition count when the job first checkpointed it (the container's
         #: `recorded_partition_counts`): every checkpoint of the run records those of its task's streams.
         self.input_counts: dict[SystemStream, int] = {}
+        #: Each task's checkpoint at the start (`start`): its entries of input partitions the task does not
+        #: read now are kept in every checkpoint of the run (`checkpoint_inputs`).
+        self._starts: dict[str, AnyCheckpoint] = {}
         self._write_versions = write_versions
         self._producers = producers
         container_memory().configure(RocksDbMemory.from_config(job.config))
@@ -245,7 +295,8 @@ class ContainerState:
 
     def check_changelogs(self, checkpoints: Mapping[str, AnyCheckpoint]) -> None:
         """Refuses the start (`ChangelogMovedError`) while a store's changelog was changed in the config and
-        the one its checkpoint names still holds its state (`stores.changelog.moved`), or
+        the one its checkpoint names still holds its state (`stores.changelog.moved`), (`StoreRenamedError`)
+        while a blob-backed store looks renamed (`stores.blobstore.renamed`), or
         (`ChangelogLostError`) while one lost its checkpointed state with no local copy here
         (`stores.changelog.lost`). Before anything is restored or written: the container calls it before an
         exactly-once start's abort records; `start` calls it too (once in all)."""
@@ -258,12 +309,23 @@ class ContainerState:
         }
         markers: dict[str, Markers | None] = {}
         v1: dict[str, list[SystemStreamPartition]] = {}
+        v2: dict[str, tuple[str, Mapping[str, Markers]]] = {}
         for task in self.storage.contexts:
             checkpoint = checkpoints.get(task)
             if isinstance(checkpoint, CheckpointV2):
                 markers[task] = checkpoint.state_markers.get(CHANGELOG)
+                v2[task] = (str(checkpoint.checkpoint_id), checkpoint.state_markers)
             elif checkpoint is not None:
                 v1[task] = list(checkpoint.changelog_offsets)
+        # A blob-backed store renamed: its new name would start empty (`stores.blobstore.renamed`).
+        blob_restored = [
+            s
+            for s, backends in self.storage.store_backends.items()
+            if BLOBSTORE in backends.backup
+            and backends.restore[:1] == (BLOBSTORE,)
+            and s not in self.storage.read_only
+        ]
+        check_store_renames(self.specs, blob_restored, v2)
         moves = changelog_moves(logged, markers, v1)
         if moves:
             job = self.job
@@ -289,9 +351,15 @@ class ContainerState:
     ) -> dict[str, TaskStorage]:
         """Restores every durable store to its checkpoint, then opens all stores for processing."""
         self._registry = registry
+        self._starts = dict(checkpoints)
         self.check_changelogs(checkpoints)
         markers = {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts}
         ids = {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts}
+        kept = {
+            task
+            for task, checkpoint in checkpoints.items()
+            if isinstance(checkpoint, CheckpointV2) and checkpoint.local_state_kept
+        }
         if self._blob_factory is not None:
             doc = "Time the start waited for its S3 client, made while the checkpoints were read"
             registry.gauge(m.BLOB_CLIENT_WAIT_SECONDS, doc, {}).set(self._blob_factory.client_wait_s)
@@ -300,7 +368,7 @@ class ContainerState:
         durable = [name for name, backends in self.storage.store_backends.items() if backends.durable]
         restore_gauges(registry, self.storage.contexts.values(), durable)
         with timer.time():
-            self.storage.restore(markers, ids, stop)
+            self.storage.restore(markers, ids, stop, kept)
         opened = self.storage.open()
 
         def commit_manager(name: str) -> TaskCommitManager:
@@ -402,42 +470,30 @@ class ContainerState:
 
     def _writer(self, task_name: str) -> Callable[[CommitResult], None]:
         def write(result: CommitResult) -> None:
-            v1 = Checkpoint(result.offsets, self._v1_changelog_offsets(result), self._counts(result))
+            inputs = checkpoint_inputs(
+                self._starts.get(task_name), result.offsets, self.input_marks, self.input_counts
+            )
             sink = self.transactions.get(task_name)
-            if sink is None:
-                v2 = CheckpointV2(
-                    result.checkpoint_id,
-                    result.offsets,
-                    result.markers,
-                    input_marks=self._marks(result),
-                    input_counts=self._counts(result),
-                )
-                self._checkpoints.commit(task_name, self._write_versions, v1, v2)
-                return
             # Exactly-once: the checkpoint commits in the task's transaction, with its sink records.
-            state = self.pending_eos.pop(task_name)
+            eos = self.pending_eos.pop(task_name).to_dict() if sink is not None else None
+            v1 = Checkpoint(inputs.offsets, self._v1_changelog_offsets(result), inputs.counts, inputs.kept)
             v2 = CheckpointV2(
                 result.checkpoint_id,
-                result.offsets,
+                inputs.offsets,
                 result.markers,
-                state.to_dict(),
-                self._marks(result),
-                self._counts(result),
+                eos,
+                inputs.marks,
+                inputs.counts,
+                inputs.kept,
             )
+            if sink is None:
+                self._checkpoints.commit(task_name, self._write_versions, v1, v2)
+                return
             self._checkpoints.write_versions(task_name, self._write_versions, v1, v2, producer=sink)
             sink.commit_transaction()
             sink.begin_transaction()
 
         return write
-
-    def _marks(self, result: CommitResult) -> dict[SystemStreamPartition, RecordMark]:
-        """The marks of the first records, at this run's start, of the task's input partitions."""
-        return {ssp: mark for ssp, mark in self.input_marks.items() if ssp in result.offsets}
-
-    def _counts(self, result: CommitResult) -> dict[SystemStream, int]:
-        """The partition counts known of the task's input streams (`input_counts`)."""
-        streams = {ssp.system_stream for ssp in result.offsets}
-        return {ss: n for ss, n in self.input_counts.items() if ss in streams}
 
     def _v1_changelog_offsets(
         self, result: CommitResult

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from samsa.runtime import metrics as m
 from samsa.runtime.exceptions import ConfigError, UserCodeError
 from samsa.runtime.job_model import TaskModel
 from samsa.runtime.task import MessageCollector, RequestScope, StreamTask, has_window
-from samsa.runtime.user_errors import described
+from samsa.runtime.timers import TaskTimers
+from samsa.runtime.user_errors import USER_FAILURES, call_task, described, interrupted
 from samsa.streams import SystemStreamPartition
 
 if TYPE_CHECKING:
@@ -20,8 +23,19 @@ if TYPE_CHECKING:
     from samsa.stores.storage_manager import TaskStorage
 
 
+# The task's methods Samsa calls, with the arguments it passes them (after self), as the error shows them.
+_CALLS = {
+    "init": ("context",),
+    "process": ("envelope", "collector", "coordinator"),
+    "window": ("collector", "coordinator"),
+    "close": (),
+}
+
+
 def check_constructor(task_class: type[StreamTask], path: str) -> None:
-    """Raises ConfigError naming `task.class` when the class cannot be built with no arguments."""
+    """Raises ConfigError naming `task.class` when Samsa cannot run the class: it does not implement
+    process(), a method Samsa calls is async or a generator or cannot take the arguments it is given, or the
+    class cannot be built with no arguments."""
     try:
         inspect.signature(task_class).bind()
     except TypeError as e:
@@ -33,6 +47,7 @@ def check_constructor(task_class: type[StreamTask], path: str) -> None:
         ) from None
     except ValueError:  # no signature to read (a C-level class): its call says
         pass
+    _check_methods(task_class, path)
 
 
 def new_task(task_class: type[StreamTask], path: str) -> StreamTask:
@@ -40,8 +55,73 @@ def new_task(task_class: type[StreamTask], path: str) -> StreamTask:
     check_constructor(task_class, path)
     try:
         return task_class()
-    except Exception as e:
+    except USER_FAILURES as e:
+        if interrupted(e):
+            raise
         raise UserCodeError(f"task.class={path!r}: {task_class.__qualname__}() failed: {described(e)}") from e
+
+
+def _check_methods(task_class: type[StreamTask], path: str) -> None:
+    name = task_class.__qualname__.rsplit(".<locals>.", 1)[-1]
+    # StreamTask itself is left be: the placeholder `task.class` of jobs only checked or inspected (tests,
+    # tools), never a user's class with its process() misspelled.
+    if task_class.process is StreamTask.process and task_class is not StreamTask:
+        ours = set(dir(StreamTask))
+        own = [a for a in dir(task_class) if a not in ours and not a.startswith("__")]
+        near = difflib.get_close_matches("process", own, n=1, cutoff=0.6)
+        hint = f" ({name}.{near[0]} looks like it: rename it process)" if near else ""
+        raise ConfigError(
+            f"task.class={path!r}: {name} does not implement process(self, envelope, collector, "
+            f"coordinator){hint}; Samsa calls it for each input message: define it in {name}"
+        )
+    for method, args in _CALLS.items():
+        function = getattr(task_class, method)
+        if function is getattr(StreamTask, method):
+            continue
+        kind = _not_plain(function)
+        if kind:
+            raise ConfigError(
+                f"task.class={path!r}: {name}.{method}() is {kind}{_code_at(function)}: its code would never "
+                f"run. Samsa runs {method}() synchronously and has no async tasks: write it as a plain `def` "
+                "(no async, no await, no yield) that does its work before it returns"
+            )
+        static = inspect.getattr_static(task_class, method)
+        if not isinstance(static, (staticmethod, classmethod)) and not inspect.isfunction(static):
+            continue  # a callable object: its call says
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            continue
+        this = [None] if inspect.isfunction(static) else []  # self, which a staticmethod does not take
+        try:
+            signature.bind(*this, *(None for _ in args))
+        except TypeError as e:
+            also = "; read the config from context.config" if method == "init" else ""
+            bare = signature.replace(
+                parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                return_annotation=signature.empty,
+            )
+            raise ConfigError(
+                f"task.class={path!r}: {name}.{method}{bare} cannot take the arguments Samsa passes "
+                f"({e}){_code_at(function)}; Samsa calls {method}({', '.join(args)}): give it those "
+                f"parameters{also}"
+            ) from None
+
+
+def _not_plain(function: object) -> str:
+    """What makes `function` return without running its code, or ''."""
+    if inspect.isasyncgenfunction(function):
+        return "an async generator (async def with yield)"
+    if inspect.iscoroutinefunction(function):
+        return "a coroutine function (async def)"
+    if inspect.isgeneratorfunction(function):
+        return "a generator function (it yields)"
+    return ""
+
+
+def _code_at(function: object) -> str:
+    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
+    return f" (at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
 
 
 def _signature(task_class: type[StreamTask]) -> str:
@@ -69,15 +149,28 @@ class TaskCoordinatorImpl:
         self.commit_scope: RequestScope | None = None
         self.shutdown_scope: RequestScope | None = None
 
-    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+    def commit(self, scope: RequestScope | str = RequestScope.CURRENT_TASK) -> None:
+        scope = _scope(scope, "commit")
         self.commit_scope = scope if self.commit_scope is None else max(self.commit_scope, scope, key=_rank)
         self.requested = True
 
-    def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+    def shutdown(self, scope: RequestScope | str = RequestScope.CURRENT_TASK) -> None:
+        scope = _scope(scope, "shutdown")
         self.shutdown_scope = (
             scope if self.shutdown_scope is None else max(self.shutdown_scope, scope, key=_rank)
         )
         self.requested = True
+
+
+def _scope(scope: object, request: str) -> RequestScope:
+    """A RequestScope, or its name (Samza's constant, `"ALL_TASKS_IN_CONTAINER"`), as one; else TypeError:
+    the run loop tells scopes apart by identity, so any other value would act as CURRENT_TASK."""
+    if isinstance(scope, RequestScope):
+        return scope
+    if isinstance(scope, str) and scope in RequestScope.__members__:
+        return RequestScope[scope]
+    valid = ", ".join(f"RequestScope.{s.name} (or {s.name!r})" for s in RequestScope)
+    raise TypeError(f"coordinator.{request}(scope): scope must be one of {valid}, got {scope!r}")
 
 
 def _rank(scope: RequestScope) -> int:
@@ -94,12 +187,18 @@ class TaskContextImpl:
         config: Config,
         ssps: frozenset[SystemStreamPartition],
         storage: TaskStorage,
+        registry: m.MetricsRegistry,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` is the container's (its run loop's): the scheduler's timers follow it."""
         self._task_name = task_name
         self._container_id = container_id
         self._config = config
         self._ssps = ssps
         self._storage = storage
+        self._metrics = m.TaskMetrics(registry, task_name)
+        self._scheduler = TaskTimers(task_name, clock)
 
     @property
     def task_name(self) -> str:
@@ -116,6 +215,14 @@ class TaskContextImpl:
     @property
     def system_stream_partitions(self) -> frozenset[SystemStreamPartition]:
         return self._ssps
+
+    @property
+    def metrics(self) -> m.TaskMetrics:
+        return self._metrics
+
+    @property
+    def scheduler(self) -> TaskTimers:
+        return self._scheduler
 
     def store(self, name: str) -> Any:
         try:
@@ -175,17 +282,11 @@ class TaskInstance:
         self._task_closed = False
 
     def init(self) -> None:
-        try:
-            self.task.init(self.context)
-        except Exception as e:
-            raise UserCodeError(f"task {self.name}: init() failed: {described(e)}") from e
+        call_task(self.name, "init()", self.task.init, self.context)
 
     def window(self) -> None:
         start = time.perf_counter_ns()
-        try:
-            self.task.window(self.collector, self.coordinator)
-        except Exception as e:
-            raise UserCodeError(f"task {self.name}: window() failed: {described(e)}") from e
+        call_task(self.name, "window()", self.task.window, self.collector, self.coordinator)
         self.window_timer.update_ns(time.perf_counter_ns() - start)
         if self.window_interval:
             self.next_window = time.monotonic() + self.window_interval
@@ -201,10 +302,7 @@ class TaskInstance:
     def close_task(self) -> None:
         """The task's own close(), once: what it writes to its stores goes into the next (final) commit."""
         self._task_closed = True
-        try:
-            self.task.close()
-        except Exception as e:
-            raise UserCodeError(f"task {self.name}: close() failed: {described(e)}") from e
+        call_task(self.name, "close()", self.task.close)
 
     def commit_skipped(self) -> None:
         """The previous commit still uploads (within task.commit.max.delay.ms): try again next interval."""

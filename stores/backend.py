@@ -123,6 +123,10 @@ class TaskStoresContext:
     #: container runs (a key's task follows from them): a backend that keeps state per task records them
     #: with it and refuses a restore under other counts. None: unknown (no job model), nothing checked.
     input_partitions: Mapping[str, int] | None = None
+    #: The checkpoint being restored was written by `samsa checkpoint reset` for a task that had none (its
+    #: checkpoint topic lost), keeping the state: a store it has no marker of keeps its local dirs, rather
+    #: than starting empty as a store new to the checkpoint does.
+    local_state_kept: bool = False
 
 
 class StateBackendFactory(Protocol):

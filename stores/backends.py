@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from samsa.stores.backend import Markers
+from samsa.stores.changelog.exceptions import ChangelogMarkerError
+from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.stores.exceptions import RestoreSourceError, StoreConfigError
 from samsa.stores.factory import ROCKSDB, StoreSpec
 
@@ -24,6 +26,8 @@ class StoreBackends:
 
     backup: tuple[str, ...]
     restore: tuple[str, ...]
+    #: The store's `stores.<s>.changelog`, None without one: what a refusal's advice may name.
+    changelog: str | None = field(default=None, compare=False)
 
     @property
     def durable(self) -> bool:
@@ -41,8 +45,28 @@ class StoreBackends:
                 return backend
         holders = sorted(b for b, stores in (markers or {}).items() if store in stores)
         if holders:
-            raise RestoreSourceError(store, task, holders, self.restore)
+            assert markers is not None
+            raise RestoreSourceError(
+                store,
+                task,
+                holders,
+                self.restore,
+                changelog_unset=self.changelog is None and CHANGELOG not in self.backup,
+                checkpointed_changelog=_checkpointed_changelog(markers, store),
+            )
         return self.restore[0] if self.restore else None
+
+
+def _checkpointed_changelog(markers: Mapping[str, Markers], store: str) -> str | None:
+    """The changelog (system.stream) the checkpoint's changelog marker of `store` names, if it has one."""
+    text = markers.get(CHANGELOG, {}).get(store)
+    if text is None:
+        return None
+    try:
+        ssp = ChangelogMarker.decode(text, store).changelog
+    except ChangelogMarkerError:
+        return None  # the restore names a bad marker itself
+    return f"{ssp.system}.{ssp.stream}"
 
 
 def _factories(config: Mapping[str, str], keys: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
@@ -75,8 +99,10 @@ def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
         raise StoreConfigError(
             f"stores.{s}.changelog",
             f"is required: {backup_key} backs store {s!r} up to it; set stores.{s}.changelog="
-            f"<system>.<stream> (a topic of the store's own, e.g. kafka.<job>-{s}-changelog), or, for a "
-            f"store kept by no backend (empty at every start), {_no_backup(s)}",
+            f"<system>.<stream> (a topic of the store's own, e.g. kafka.<job>-{s}-changelog; the one it had, "
+            f"if it had one), or, for a store kept by no backend (empty at every start), {_no_backup(s)}; "
+            f"where the store's checkpoint holds a changelog position, give that state up first with "
+            f"`samsa checkpoint forget-store <job config> --store {s}`",
         )
     if BLOBSTORE in backup and spec.factory != ROCKSDB:
         store_key = f"stores.{s}.backup.factories"
@@ -105,4 +131,4 @@ def store_backends(config: Mapping[str, str], spec: StoreSpec) -> StoreBackends:
     if backup and not restore:
         # A backed-up store that nothing restores would open with writes no checkpoint covers.
         raise StoreConfigError(restore_key, f"store {s!r} is backed up, so it needs a restore factory")
-    return StoreBackends(backup, restore)
+    return StoreBackends(backup, restore, spec.changelog)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from samsa.exceptions import InvalidConfigError, SamsaError
+from samsa.serde.exceptions import DeserializationError
 
 # A write refused for want of room: a full disk, a quota, or a file-size limit (RLIMIT_FSIZE). RocksDB
 # reports them as text ("IO error: No space left on device: ..."), so their strerror texts are matched too.
@@ -202,24 +203,84 @@ class ReadOnlyStoreError(StoreError):
         )
 
 
+class StoreSerdeMismatchError(StoreError, InvalidConfigError, DeserializationError):
+    """A store holds a key or value its configured serde cannot read (the serde changed while the store held
+    data?): the stored bytes stay as they are, so a restart meets them again; a config-like error. Also a
+    `DeserializationError`, so a task that catches the serde's error around a store read still does."""
+
+    def __init__(self, store: str, part: str, serde: str, call: str, error: BaseException) -> None:
+        self.store = store
+        #: `key` or `msg`: which of the store's serdes cannot read what it holds.
+        self.part = part
+        self.serde = serde
+        #: As DeserializationError's: what the serde said.
+        self.reason = str(error)
+        setting = f"stores.{store}.{part}.serde"
+        what = "keys" if part == "key" else "values"
+        # Exception's own __init__: DeserializationError's takes (serde, reason), not the message.
+        Exception.__init__(
+            self,
+            f"in store {store!r}: {call}: the store holds {what} that {setting} (the {serde} serde) cannot "
+            f"read ({error}). Was {setting} changed while the store held data? The stored bytes stay as "
+            f"they are, so a restart meets them again: the job stops. Set {setting} back to the serde that "
+            f"wrote them, or migrate the data: configure a store of a new name with the new serde and copy "
+            f"the entries over once (read with the old serde, write with the new), then read the new store",
+        )
+
+
 class RestoreSourceError(StoreError, InvalidConfigError):
     """A store's checkpoint has markers only from backends that are not among its restore factories (a
     config change mends it, a restart does not)."""
 
-    def __init__(self, store: str, task: str, holders: Iterable[str], restore: Iterable[str]) -> None:
+    def __init__(
+        self,
+        store: str,
+        task: str,
+        holders: Iterable[str],
+        restore: Iterable[str],
+        changelog_unset: bool = False,
+        checkpointed_changelog: str | None = None,
+    ) -> None:
         self.store = store
         self.task = task
         self.holders = list(holders)
         self.restore = list(restore)
+        #: The changelog (system.stream) the checkpoint's changelog marker names, None when it has none.
+        self.checkpointed_changelog = checkpointed_changelog
         of_task = f" of task {task!r}" if task else ""
         first = self.holders[0]
-        suggested = ",".join([first, *(b for b in self.restore if b != first)])
-        super().__init__(
+        lost = (
             f"store {store!r}{of_task}: its checkpoint has state from {', '.join(self.holders)} only, but "
             f"the store restores from {', '.join(self.restore) or 'nothing'}, which would silently lose that "
-            f"state; set stores.{store}.restore.factories={suggested} (with {first} in "
+            f"state; the start is refused before anything of the store is deleted"
+        )
+        topic = checkpointed_changelog or "<system>.<stream>"
+        # `forget-store` drops the store's markers whatever the config says of it now.
+        forget = (
+            f"`samsa checkpoint forget-store <job config> --store {store}` (the job stopped): the next start "
+            f"then starts the store without that state"
+        )
+        suggested = ",".join([first, *(b for b in self.restore if b != first)])
+        if first == "changelog" and changelog_unset:
+            # stores.<s>.changelog was removed: backup/restore factories cannot name a changelog it lacks.
+            was = f" (it was {checkpointed_changelog})" if checkpointed_changelog else ""
+            factories = (
+                f", with stores.{store}.restore.factories={suggested} and changelog in "
+                f"stores.{store}.backup.factories,"
+                if self.restore
+                else ","
+            )
+            super().__init__(
+                f"{lost}. stores.{store}.changelog is not set{was}: set stores.{store}.changelog={topic} "
+                f"back{factories} and the store restores from it; or, to give that state up on purpose, run "
+                f"{forget}"
+            )
+            return
+        super().__init__(
+            f"{lost}. Set stores.{store}.restore.factories={suggested} (with {first} in "
             f"stores.{store}.backup.factories too): the store then restores from {first}"
             + (" and seeds the changelog with its contents" if first != "changelog" else "")
+            + (f"; or, to give that state up on purpose, run {forget}" if first == "changelog" else "")
         )
 
 

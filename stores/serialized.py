@@ -4,7 +4,9 @@ from collections.abc import Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes, value_check
+from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.stores.api import K, KeyValueSnapshot, KeyValueStore, LayeredSnapshot, V
+from samsa.stores.exceptions import StoreSerdeMismatchError
 
 T = TypeVar("T")
 
@@ -21,9 +23,10 @@ class SerializedStore(KeyValueStore[K, V]):
     """A typed store over a bytes store: keys through `key_serde`, values through `msg_serde`.
 
     None values never reach the serdes: `put(k, None)` deletes, and absent keys read as None. Ordering
-    of `range`/`all` is the serialized key order. Serde errors propagate as the serde's own descriptive
-    error, with a note naming the store, the call, the type refused, the `stores.<name>.*.serde` key and
-    what to do.
+    of `range`/`all` is the serialized key order. Serde errors writing propagate as the serde's own
+    descriptive error, with a note naming the store, the call, the type refused, the `stores.<name>.*.serde`
+    key and what to do; stored bytes a serde cannot read raise `StoreSerdeMismatchError` (a config-like
+    error: a restart meets the same bytes).
     """
 
     def __init__(
@@ -54,9 +57,15 @@ class SerializedStore(KeyValueStore[K, V]):
     def get(self, key: K) -> V | None:
         try:
             raw = self._inner_get(self._fast_key_bytes(key))
-            return None if raw is None else self._fast_value_obj(raw)
         except Exception as e:
             raise self._explained(e, f"get({key!r:.200})", key) from None
+        if raw is None:
+            return None
+        try:
+            value: V = self._fast_value_obj(raw)
+        except Exception as e:
+            raise self._unreadable(e, "msg", raw, f"get({key!r:.200})")  # noqa: B904 (chained inside)
+        return value
 
     def put(self, key: K, value: V | None) -> None:
         self.writes += 1
@@ -99,6 +108,20 @@ class SerializedStore(KeyValueStore[K, V]):
         )
         return described
 
+    def _unreadable(self, error: Exception, part: str, raw: bytes, call: str) -> Exception:
+        """The error to raise when the `part` ("key" or "msg") serde failed with `error` to read stored
+        bytes `raw`: `StoreSerdeMismatchError`, but the serde's own error for a registry outage (a restart
+        may mend it) or a serde config error (already a config error naming its key)."""
+        serde = self.key_serde if part == "key" else self.msg_serde
+        described = explain(serde.from_bytes, raw, error)
+        if isinstance(described, SchemaRegistryError | SerdeConfigError):
+            described.add_note(f"in store {self.name!r}: {call}")
+            return described
+        name = getattr(serde, "name", type(serde).__name__)
+        mismatch = StoreSerdeMismatchError(self.name, part, name, call, described)
+        mismatch.__cause__ = described
+        return mismatch
+
     def _refusing(self, key: K, value: V | None) -> str | None:
         """Which serde refuses this entry: `key`, `msg` (the value's), or None when both take it."""
         for part, convert, obj in (
@@ -139,7 +162,17 @@ class SerializedStore(KeyValueStore[K, V]):
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
         by_raw = {self.key_bytes(key): key for key in keys}
         value_obj = self._value_obj
-        return {by_raw[raw_key]: value_obj(raw) for raw_key, raw in self.inner.get_all(by_raw).items()}
+        found = self.inner.get_all(by_raw)
+        try:
+            return {by_raw[raw_key]: value_obj(raw) for raw_key, raw in found.items()}
+        except Exception:
+            for raw_key, raw in found.items():  # again, one by one, to name the entry at fault
+                try:
+                    value_obj(raw)
+                except Exception as e:
+                    call = f"get_all(...) at {by_raw[raw_key]!r:.200}"
+                    raise self._unreadable(e, "msg", raw, call)  # noqa: B904 (chained inside)
+            raise
 
     def range(self, from_key: K, to_key: K) -> Iterator[tuple[K, V]]:
         return self._decoded(self.inner.range(self._key_bytes(from_key), self._key_bytes(to_key)))
@@ -164,8 +197,12 @@ class SerializedStore(KeyValueStore[K, V]):
             try:
                 entry = key_obj(raw_key), value_obj(raw)
             except Exception as e:
-                e.add_note(f"in store {self.name!r}: iterating at serialized key {raw_key!r:.200}")
-                raise
+                try:
+                    key = key_obj(raw_key)
+                except Exception as key_error:
+                    call = f"iterating at serialized key {raw_key!r:.200}"
+                    raise self._unreadable(key_error, "key", raw_key, call)  # noqa: B904 (chained inside)
+                raise self._unreadable(e, "msg", raw, f"iterating at key {key!r:.200}")  # noqa: B904
             yield entry
 
     def __repr__(self) -> str:

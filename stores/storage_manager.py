@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,10 +279,22 @@ class ContainerStorage:
         markers: Mapping[str, Mapping[str, Markers] | None],
         checkpoint_ids: Mapping[str, str | None],
         stop: threading.Event,
+        local_state_kept: Collection[str] = frozenset(),
     ) -> None:
         """Wipes non-durable stores, then restores every durable store of every task, in parallel.
-        `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
+        `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id;
+        `local_state_kept` names the tasks whose checkpoint a reset wrote keeping the state (see
+        `TaskStoresContext.local_state_kept`)."""
         managers: list[StoreRestore] = []
+        # Every store's source first: a refused one (`RestoreSourceError`) stops the start before anything
+        # is deleted (a store whose changelog was removed from the config is no longer durable, so wiped).
+        sources = {
+            task.name: {
+                name: backends.restore_from(name, markers.get(task.name), task.name)
+                for name, backends in self.store_backends.items()
+            }
+            for task in self.tasks
+        }
         self.discard_damaged()
         for task in self.tasks:
             context = self.contexts[task.name]
@@ -292,12 +304,15 @@ class ContainerStorage:
                     self._wipe(context.store_dirs[name], task.name, name)
             task_markers = markers.get(task.name)
             checkpoint_id = checkpoint_ids.get(task.name)
-            for name, backends in self.store_backends.items():
-                backend = backends.restore_from(name, task_markers, task.name)
+            kept = task.name in local_state_kept
+            for name in self.store_backends:
+                backend = sources[task.name][name]
                 if backend is None:
                     continue
                 # One manager per store: every store of every task restores in parallel.
-                managers.append(self._store_restore(context, name, backend, task_markers, checkpoint_id))
+                managers.append(
+                    self._store_restore(context, name, backend, task_markers, checkpoint_id, kept)
+                )
         if not managers:
             return
         progress = [p for c in self.contexts.values() for p in c.progress.values()]
@@ -320,6 +335,7 @@ class ContainerStorage:
         backend: str,
         task_markers: Mapping[str, Markers] | None,
         checkpoint_id: str | None,
+        local_state_kept: bool = False,
     ) -> StoreRestore:
         """The restore of one store from `backend`, followed by its changelog tail when it has one."""
         changelog_markers = dict(task_markers.get(CHANGELOG, {})) if task_markers else None
@@ -330,7 +346,7 @@ class ContainerStorage:
         # written again) since, and holds at most the writes since then. Seeded from the restored store
         # before the first commit records its marker, it is a complete restore source from then on.
         seed = logged and not tail and backend_markers is not None and store in backend_markers
-        sub = self._subset(context, [store], task_markers, tail or seed, seed)
+        sub = self._subset(context, [store], task_markers, tail or seed, seed, local_state_kept)
         changelog: Callable[[], TaskRestoreManager] | None = None
         if tail or seed:
 
@@ -365,6 +381,7 @@ class ContainerStorage:
         task_markers: Mapping[str, Markers] | None = None,
         tail: bool = False,
         seed: bool = False,
+        local_state_kept: bool = False,
     ) -> TaskStoresContext:
         sub = TaskStoresContext(
             context.job_key,
@@ -380,6 +397,7 @@ class ContainerStorage:
             context.exactly_once,
             seeded=frozenset(stores) if seed else frozenset(),
             input_partitions=context.input_partitions,
+            local_state_kept=local_state_kept,
         )
         for store in stores:
             context.progress.setdefault(store, RestoreProgress(context.task_name, store))

@@ -8,7 +8,7 @@ from typing import Any
 
 from samsa.checkpoint.faults import COMMIT_POINTS
 from samsa.kafka import KafkaProducer
-from samsa.kafka.message import Headers
+from samsa.kafka.message import SendHeaders
 
 #: Crash points: the commit steps (see `samsa.checkpoint.faults`) and `during-processing`, which the
 #: scheduler visits before each chunk a container processes.
@@ -44,7 +44,7 @@ class StallCommits:
 
 Fault = Crash | StallCommits
 
-_Send = tuple[str, bytes | None, bytes | None, int | None, Headers | None, int | None]
+_Send = tuple[str, bytes | None, bytes | None, int | None, SendHeaders | None, int | None]
 
 
 class BufferedProducer(KafkaProducer):
@@ -66,7 +66,7 @@ class BufferedProducer(KafkaProducer):
         value: bytes | None,
         key: bytes | None = None,
         partition: int | None = None,
-        headers: Headers | None = None,
+        headers: SendHeaders | None = None,
         timestamp: int | None = None,
     ) -> None:
         self._queue.append((topic, value, key, partition, headers, timestamp))
@@ -94,6 +94,9 @@ class BufferedProducer(KafkaProducer):
 
     def pending(self) -> int:
         return len(self._queue) + self.inner.pending()
+
+    def partition_count(self, topic: str, timeout: float = 10.0) -> int | None:
+        return self.inner.partition_count(topic, timeout)
 
     def close(self, timeout: float = 60) -> None:
         self.deliver(len(self._queue))

@@ -48,6 +48,7 @@ from samsa.runtime.config.loader import load_raw
 from samsa.runtime.container import Container, ContainerHooks
 from samsa.runtime.coordinator import JobCoordinator
 from samsa.runtime.job_model import JobModel
+from samsa.runtime.metrics import TaskMetrics, TimerSample
 from samsa.runtime.run_loop import RunLoop
 from samsa.runtime.state import changelog_partition, changelogs
 from samsa.runtime.task_instance import TaskInstance
@@ -176,6 +177,13 @@ class TestResult:
         """Task name ("Partition 0", ...) -> that task's entries of the store."""
         return self._runner.read_store_by_task(name)
 
+    def metrics(self, task: str | None = None) -> dict[str, float | TimerSample]:
+        """The tasks' own metrics (context.metrics) by the name they gave (`group.name` with a group): a
+        counter's count, a gauge's value, a timer's `TimerSample` (count, sum_seconds, max_seconds). Of
+        one task ("Partition 0", ...), or added up over all (a timer's max is the largest). As the
+        containers' last start counted them: a restart starts them from 0, as in a real container."""
+        return self._runner.read_metrics(task)
+
 
 class TestRunner:
     """Builds a job from a task class and a config, feeds it inputs on the in-memory system, runs its
@@ -213,12 +221,16 @@ class TestRunner:
         self._seeded: set[str] = set()
         self._clock = ManualClock()
         self._containers: dict[str, Container] = {}
-        #: Why the job cannot go on without a restart(): a run failed, or its tasks shut it down.
+        #: Task name -> its metrics (context.metrics) as its container's last start counted them.
+        self._task_metrics: dict[str, TaskMetrics] = {}
+        #: Why the job cannot go on without a restart(): a run failed.
         self._failure: BaseException | None = None
         #: Whether the containers were killed (a failure, a crash restart) and not started since: their
         #: changelogs still hold the writes after the last commit, which the next start undoes.
         self._crashed = False
-        self._shut_down = False
+        #: Containers whose tasks shut them down (coordinator.shutdown()): ended, and not started again
+        #: before a restart(); the others run on, as in Samza. Every one of them: the job is over.
+        self._shut_down: set[str] = set()
         self._closed = False
         # A runner dropped without close() (`result = TestRunner.of(...).run()`) still releases its stores.
         self._finalizer = weakref.finalize(self, _release, self._containers, self._state_dir, self._own_dir)
@@ -385,17 +397,19 @@ class TestRunner:
 
         A failure of the job (a task's error) leaves its containers crashed, as a container dies: nothing
         after the last commit counts, and `restart()` starts the job again. After a timeout the next run
-        goes on where this one stopped."""
+        goes on where this one stopped. A task's coordinator.shutdown() ends its own container (close(), a
+        final commit), as `samsa run` does; the others run on, and once none is left, run() refuses until
+        `restart()`."""
         self._usable("run()")
         if self._failure is not None:
             raise TestRunnerError(
                 f"the job failed in an earlier run ({self._failure!r}); call restart() to start it again "
                 "as after a crash (it resumes from its last commit)"
             ) from self._failure
-        if self._shut_down:
+        if self._model is not None and self._shut_down >= {model.id for model in self._model.containers}:
             raise TestRunnerError(
-                "the job shut down in an earlier run (its tasks called coordinator.shutdown()); call "
-                "restart() to start it again"
+                "the job shut down in an earlier run (the tasks of every container called "
+                "coordinator.shutdown()); call restart() to start it again"
             )
         job = self._prepare()
         self._feed(job)
@@ -405,17 +419,15 @@ class TestRunner:
             # An exactly-once job's sends to a sink it also reads become readable at its commit: go on
             # until a commit makes nothing new readable.
             looped = self._transactional_inputs(job)
-            while True:
+            while loops:
                 self._step(job, loops, deadline, timeout)
                 before = self._stable_offsets(looped)
                 for container in self._containers.values():
                     container.commit_all()
-                if any(loop.stopping for loop in loops) or self._stable_offsets(looped) == before:
+                self._end_shut_down()
+                loops = [loop for loop in loops if not loop.stopping]
+                if self._stable_offsets(looped) == before:
                     break
-            if any(loop.stopping for loop in loops):
-                # The tasks asked for shutdown: as in Samza, the containers end (final commit, close()).
-                self._shut_down = True
-                self._stop_containers(crash=False)
         except TestRunnerError:
             raise  # a timeout or a test's mistake: the containers stand between steps, the next run goes on
         except BaseException as e:
@@ -423,6 +435,19 @@ class TestRunner:
             self._stop_containers(crash=True)
             raise
         return TestResult(self)
+
+    def _end_shut_down(self) -> None:
+        """Ends the containers whose tasks asked for shutdown, as in Samza (close(), a final commit); the
+        other containers run on."""
+        for container_id, container in list(self._containers.items()):
+            if container.loop is not None and container.loop.stopping:
+                del self._containers[container_id]
+                self._shut_down.add(container_id)
+                try:
+                    container.finish()
+                except BaseException:
+                    self._crashed = True  # it released itself, without its final commit
+                    raise
 
     def _step(self, job: JobConfig, loops: list[RunLoop], deadline: float, timeout: float) -> None:
         idle_rounds = 0
@@ -505,13 +530,13 @@ class TestRunner:
 
     def restart(self, keep_local_state: bool = False, crash: bool = False) -> TestRunner:
         """Stops the containers (gracefully with a final commit, or like kill -9 with `crash`; a job that
-        failed is crashed already), so that the next `run()` starts them again as on a new host: local
-        state is gone (unless kept), stores come back through their backends, and inputs resume at the
-        checkpoints."""
+        failed is crashed already), so that the next `run()` starts them all again (those their tasks shut
+        down too) as on a new host: local state is gone (unless kept), stores come back through their
+        backends, and inputs resume at the checkpoints."""
         self._usable("restart()")
         self._stop_containers(crash or self._failure is not None)
         self._failure = None
-        self._shut_down = False
+        self._shut_down.clear()
         if not keep_local_state and self._job is not None:
             for base in {self._job.logged_store_dir, self._job.non_logged_store_dir}:
                 shutil.rmtree(base, ignore_errors=True)
@@ -539,8 +564,8 @@ class TestRunner:
         unseeded = any(model.id not in self._seeded for model in self._model.containers)
         plan = self._seed_plan(self._job) if unseeded else {}
         for model in self._model.containers:
-            if model.id in self._containers:
-                continue
+            if model.id in self._containers or model.id in self._shut_down:
+                continue  # running, or shut down by its tasks until a restart()
             seed = partial(self._seed_tasks, plan) if plan and model.id not in self._seeded else None
             hooks = ContainerHooks(clock=self._clock, before_init=seed)
             container = Container(self._job, model, hooks=hooks)
@@ -567,6 +592,7 @@ class TestRunner:
                     "timeout"
                 )
             self._containers[model.id] = container
+            self._task_metrics.update((ti.name, ti.context.metrics) for ti in container.tasks)
             self._seeded.add(model.id)
         self._crashed = False  # every store is restored: what a read shows is the restarted job's
         loops = [c.loop for c in self._containers.values()]
@@ -824,7 +850,9 @@ class TestRunner:
         return systems.pop() if len(systems) == 1 else SYSTEM
 
     def _job_config(self) -> dict[str, str]:
-        name = self._task.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lower() or "job"
+        # Named after the task class, with '-' for '_' (a factory's class is registered as `<name>_<n>`):
+        # the start warns of a job.name with '_', which the test never set. The test's job.name is as given.
+        name = self._task.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lower().replace("_", "-").strip("-") or "job"
         default = self._default_system()
         config: dict[str, str] = {"job.name": name, "task.class": self._task, **self._config}
         # The test's state lives in the runner's dir, never in a production config's paths; blobs outside
@@ -1138,6 +1166,36 @@ class TestRunner:
     def read_store_by_task(self, store: str) -> dict[str, dict[Any, Any]]:
         return self._store_contents(store, shared_once=False)
 
+    def read_metrics(self, task: str | None) -> dict[str, float | TimerSample]:
+        """One task's metrics, or every task's added up (see TestResult.metrics)."""
+        if task is not None:
+            found = self._task_metrics.get(task)
+            if found is None:
+                known = ", ".join(map(repr, self._task_metrics)) or "none yet: call run() first"
+                raise TestRunnerError(f"no task {task!r} ran in this test (tasks: {known})")
+            return found.read()
+        total: dict[str, float | TimerSample] = {}
+        for name, metrics in self._task_metrics.items():
+            for key, value in metrics.read().items():
+                before = total.get(key)
+                if before is None:
+                    total[key] = value if not isinstance(value, TimerSample) else replace(value, labels={})
+                elif isinstance(before, TimerSample) and isinstance(value, TimerSample):
+                    total[key] = TimerSample(
+                        {},
+                        before.count + value.count,
+                        before.sum_seconds + value.sum_seconds,
+                        max(before.max_seconds, value.max_seconds),
+                    )
+                elif isinstance(before, TimerSample) or isinstance(value, TimerSample):
+                    raise TestRunnerError(
+                        f"metric {key!r} is a timer in one task and a number in another (task {name!r}), "
+                        "so they cannot be added up: read result.metrics(task=...) of each"
+                    )
+                else:
+                    total[key] = before + value
+        return total
+
     def _store_contents(self, store: str, shared_once: bool) -> dict[str, dict[Any, Any]]:
         """Task name -> the store's entries: read from the running tasks' stores, or (the containers
         stopped: closed, restarted or shut down) from its changelog. The store the tasks of a container
@@ -1173,6 +1231,19 @@ class TestRunner:
                 out[ti.name] = {_hashable(store, key): value for key, value in found.all()}
                 if shared_once and self._broadcast_store(job, store):
                     break  # every task of the container reads its one store (each a read-only view of it)
+        if self._shut_down and not self._broadcast_store(job, store):
+            # The containers its tasks shut down ended while others run on: their tasks' entries are in the
+            # changelog (a broadcast store's copy in a running container is the same).
+            assert self._model is not None
+            ended = {t.name for m in self._model.containers if m.id in self._shut_down for t in m.tasks}
+            if store not in changelogs(job, specs):
+                raise TestRunnerError(
+                    f"store {store!r} has no changelog, so the entries of the tasks of container(s) "
+                    f"{', '.join(sorted(self._shut_down))}, which their tasks shut down, are gone from the "
+                    f"test: read result.store({store!r}) before, or give it stores.{store}.changelog"
+                )
+            logged = self._store_from_changelog(job, store)
+            out.update((task, entries) for task, entries in logged.items() if task in ended)
         return out
 
     @staticmethod

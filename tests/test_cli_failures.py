@@ -94,7 +94,8 @@ def test_a_task_constructor_that_raises_is_the_users_code_failing_with_its_trace
 ) -> None:
     source = (
         "from samsa import StreamTask\n\nclass Raises(StreamTask):\n"
-        "    def __init__(self):\n        raise ValueError('no settings file')\n"
+        "    def __init__(self):\n        raise ValueError('no settings file')\n\n"
+        "    def process(self, envelope, collector, coordinator): ...\n"
     )
     name = _module(tmp_path, monkeypatch, source)
     task_class = load_object(f"{name}:Raises", "task.class")

@@ -11,8 +11,25 @@ from confluent_kafka.admin._config import ConfigEntry, ConfigResource
 from confluent_kafka.admin._metadata import ClusterMetadata, PartitionMetadata, TopicMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from samsa.kafka.inmemory.log import error, unknown_topic
+from samsa.kafka.inmemory.log import Log, error, unknown_topic
 from samsa.kafka.inmemory.registry import broker
+
+
+def cluster_metadata(log: Log, topic: str | None) -> ClusterMetadata:
+    """The broker's topics (or the one named) as confluent-kafka's list_topics answers."""
+    meta = ClusterMetadata()
+    meta.cluster_id = log.url  # type: ignore[assignment]
+    for name, count in log.partition_counts().items():
+        if topic is not None and name != topic:
+            continue
+        t = TopicMetadata()
+        t.topic = name
+        for p in range(count):
+            pm = PartitionMetadata()
+            pm.id = p
+            t.partitions[p] = pm
+        meta.topics[name] = t
+    return meta
 
 
 def _done(value: object = None, exc: KafkaException | None = None) -> Future[Any]:
@@ -31,19 +48,7 @@ class InMemoryAdminClient:
         self._log = broker(str(config["bootstrap.servers"]))
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
-        meta = ClusterMetadata()
-        meta.cluster_id = self._log.url  # type: ignore[assignment]
-        for name, count in self._log.partition_counts().items():
-            if topic is not None and name != topic:
-                continue
-            t = TopicMetadata()
-            t.topic = name
-            for p in range(count):
-                pm = PartitionMetadata()
-                pm.id = p
-                t.partitions[p] = pm
-            meta.topics[name] = t
-        return meta
+        return cluster_metadata(self._log, topic)
 
     def create_topics(self, new_topics: list[NewTopic], **kwargs: Any) -> dict[str, Future[Any]]:
         out = {}

@@ -7,8 +7,8 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from samsa.kafka.inmemory.message import InMemoryMessage, Record
-from samsa.kafka.message import Headers
+from samsa.kafka.inmemory.message import InMemoryMessage, Record, StoredHeaders
+from samsa.kafka.message import Headers, SendHeaders
 
 #: The effective config of a topic that sets nothing: the broker defaults Samsa's checks read.
 TOPIC_DEFAULTS: Mapping[str, str] = {
@@ -94,18 +94,20 @@ class Log(Protocol):
         key: bytes | None,
         value: bytes | None,
         timestamp_ms: int,
-        headers: Headers | None,
+        headers: StoredHeaders | None,
         producer: tuple[str, int] | None,
     ) -> int:
-        """Store one record and return its offset; `producer` (transactional.id, epoch) puts it in that
-        producer's transaction (opened on its first record). Raises the KafkaException librdkafka would."""
+        """Store one record and return its offset (its headers as the producer normalized them once:
+        message.stored_headers, as a consumer reads them back); `producer` (transactional.id, epoch) puts
+        it in that producer's transaction (opened on its first record). Raises the KafkaException
+        librdkafka would."""
         ...
 
     def append_batch(
         self,
         topic: str,
         partition: int,
-        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+        records: Sequence[tuple[bytes | None, bytes | None, int, SendHeaders | None]],
     ) -> int:
         """Store (key, value, timestamp ms, headers) records outside any transaction, in order, as one
         produce request's batch, and return the first one's offset; one too large stores none."""

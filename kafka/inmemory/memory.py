@@ -20,11 +20,13 @@ from samsa.kafka.inmemory.message import (
     DATA,
     InMemoryMessage,
     Record,
+    StoredHeaders,
     Transaction,
     as_message,
     record,
+    stored_headers,
 )
-from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers
+from samsa.kafka.message import TIMESTAMP_CREATE_TIME, SendHeaders
 
 # A record is kept as a plain tuple (message.Record; its offset is its index), which the garbage collector
 # stops tracking after its first pass: as objects, a test's hundreds of thousands of records made the
@@ -112,7 +114,7 @@ class MemoryLog:
         key: bytes | None,
         value: bytes | None,
         timestamp_ms: int,
-        headers: Headers | None,
+        headers: StoredHeaders | None,
         producer: tuple[str, int] | None,
     ) -> int:
         with self._lock:
@@ -137,8 +139,7 @@ class MemoryLog:
             stamp = self._stamp
             if stamp[1] != timestamp_ms:  # records sent in one tick share their timestamp pair
                 stamp = self._stamp = (TIMESTAMP_CREATE_TIME, timestamp_ms)
-            stored = None if headers is None else tuple([(k, v) for k, v in headers])
-            log.append((topic, partition, offset, key, value, stamp, stored, DATA, txn))
+            log.append((topic, partition, offset, key, value, stamp, headers, DATA, txn))
             if self._waiting:
                 self._appended.notify_all()
             return offset
@@ -147,13 +148,15 @@ class MemoryLog:
         self,
         topic: str,
         partition: int,
-        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+        records: Sequence[tuple[bytes | None, bytes | None, int, SendHeaders | None]],
     ) -> int:
+        # Headers normalized once per record, outside the lock.
+        stored = [None if r[3] is None else stored_headers(r[3]) for r in records]
         with self._lock:
             t, p = self._topic_partition(topic, partition)
             if t.max_bytes is not None:
-                for key, value, _, headers in records:  # all or none, as a produce request's batch
-                    check_size(topic, t.max_bytes, key, value, headers)
+                for (key, value, _, _), kept in zip(records, stored, strict=True):  # all or none, as a batch
+                    check_size(topic, t.max_bytes, key, value, kept)
             first = len(p.log)
             # A batch's records share a timestamp, or a few: one pair for each.
             stamps = {ts: (TIMESTAMP_CREATE_TIME, ts) for ts in {r[2] for r in records}}
@@ -166,11 +169,13 @@ class MemoryLog:
                         key,
                         value,
                         stamps[ts],
-                        None if headers is None else tuple([(k, v) for k, v in headers]),
+                        kept,
                         DATA,
                         None,
                     )
-                    for offset, (key, value, ts, headers) in enumerate(records, first)
+                    for offset, (key, value, ts, _), kept in zip(
+                        range(first, first + len(records)), records, stored, strict=True
+                    )
                 ]
             )
             if self._waiting:

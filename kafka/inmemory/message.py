@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import cast
 
-from samsa.kafka.message import TIMESTAMP_CREATE_TIME, Headers
+from samsa.kafka.message import TIMESTAMP_CREATE_TIME, SendHeaders, header_pairs
 
 #: Record kinds: data, or a transaction's control marker (which takes an offset but is never delivered).
 DATA = 0
@@ -101,13 +101,12 @@ def record(
     key: bytes | None,
     value: bytes | None,
     timestamp_ms: int,
-    headers: Headers | None = None,
+    headers: StoredHeaders | None = None,
     kind: int = DATA,
     txn: Transaction | None = None,
 ) -> Record:
-    """A record's fields as the broker keeps them (headers copied into tuples)."""
-    stored = None if headers is None else tuple([(k, v) for k, v in headers])
-    return (topic, partition, offset, key, value, (TIMESTAMP_CREATE_TIME, timestamp_ms), stored, kind, txn)
+    """A record's fields as the broker keeps them (headers as `stored_headers` made them)."""
+    return (topic, partition, offset, key, value, (TIMESTAMP_CREATE_TIME, timestamp_ms), headers, kind, txn)
 
 
 def message(
@@ -117,7 +116,39 @@ def message(
     key: bytes | None,
     value: bytes | None,
     timestamp_ms: int,
-    headers: Headers | None = None,
+    headers: StoredHeaders | None = None,
 ) -> InMemoryMessage:
-    """A data record as a message (a delivery report, a file-backed broker's read)."""
+    """A data record as a message (a delivery report, a file-backed broker's read); headers as
+    `stored_headers` made them."""
     return as_message(record(topic, partition, offset, key, value, timestamp_ms, headers))
+
+
+def stored_headers(headers: SendHeaders | None) -> StoredHeaders | None:
+    """Headers as a Kafka consumer reads back what confluent-kafka sent: a dict's items or the (key, value)
+    pairs in order, a str value as its UTF-8 bytes (a bytes key as str), so a test sees what production
+    does; other types are refused as confluent-kafka refuses them."""
+    if headers is None:
+        return None
+    stored = []
+    for pair in header_pairs(headers):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(
+                f"header {pair!r}: headers are expected to be a list of (key, value) tuples or a dict"
+            )
+        k, v = pair
+        if type(k) is not str:
+            if not isinstance(k, (str, bytes)):
+                raise TypeError(f"header key {k!r}: expected a str, not {type(k).__name__}")
+            k = k if isinstance(k, str) else k.decode()
+        if v is not None and type(v) is not bytes:
+            if isinstance(v, str):
+                v = v.encode()
+            elif isinstance(v, bytes):
+                v = bytes(v)
+            else:
+                raise TypeError(
+                    f"header {k!r}: expected header value to be None, binary, or unicode string, "
+                    f"not {type(v).__name__}"
+                )
+        stored.append((k, v))
+    return tuple(stored)

@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin._metadata import ClusterMetadata
 
+from samsa.kafka.inmemory.admin import cluster_metadata
 from samsa.kafka.inmemory.log import error, unknown_topic
-from samsa.kafka.inmemory.message import InMemoryMessage, message
+from samsa.kafka.inmemory.message import InMemoryMessage, message, stored_headers
 from samsa.kafka.inmemory.registry import auto_create_partitions, broker, clock_of
 from samsa.kafka.partitioner import partition_for
 
@@ -65,12 +67,9 @@ class InMemoryProducer:
                 raise error(KafkaError._STATE, "Operation not valid in state Ready: begin_transaction first")
             owner = (self._transactional_id, self._epoch or 0)
         ts = timestamp or int(self._clock()() * 1000)
-        if headers is not None and not isinstance(headers, list):
-            headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
-        if self._auto_create and topic not in self._seen:
-            if self._log.partitions(topic) is None:
-                self._log.create_topic(topic, self._auto_create, {})
-            self._seen.add(topic)
+        if headers is not None:  # refused here, before anything is stored, as confluent-kafka refuses
+            headers = stored_headers(headers)
+        self._auto_created(topic)
         if partition < 0:
             count = self._log.partitions(topic)
             if count is None:
@@ -90,6 +89,18 @@ class InMemoryProducer:
         if not self._only_errors and self._on_delivery is not None:
             with self._reports_lock:
                 self._reports.append((None, message(topic, partition, offset, key, value, ts, headers)))
+
+    def _auto_created(self, topic: str) -> None:
+        """Create the topic if it is missing and topics are auto-created, as a broker does on first use."""
+        if self._auto_create and topic not in self._seen:
+            if self._log.partitions(topic) is None:
+                self._log.create_topic(topic, self._auto_create, {})
+            self._seen.add(topic)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        if topic is not None:
+            self._auto_created(topic)
+        return cluster_metadata(self._log, topic)
 
     def _partition_of(self, key: bytes, count: int) -> int:
         """The keyed record's partition among `count`, as the Java client's murmur2 puts it."""

@@ -25,11 +25,13 @@ from samsa.kafka.inmemory.message import (
     DATA,
     InMemoryMessage,
     Record,
+    StoredHeaders,
     Transaction,
     as_message,
     record,
+    stored_headers,
 )
-from samsa.kafka.message import Headers
+from samsa.kafka.message import Headers, SendHeaders
 
 _DB_NAME = "inmemory-kafka.sqlite3"
 # Other processes append without telling this one: waiting readers look again this often.
@@ -54,15 +56,16 @@ CREATE TABLE IF NOT EXISTS txn_partitions (
 
 
 def _encode_headers(headers: Headers | None) -> str | None:
+    """Stored headers (message.stored_headers) as the records table keeps them."""
     if headers is None:
         return None
     return json.dumps([[k, None if v is None else v.hex()] for k, v in headers])
 
 
-def _decode_headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
+def _decode_headers(text: str | None) -> StoredHeaders | None:
     if text is None:
         return None
-    return [(k, None if v is None else bytes.fromhex(v)) for k, v in json.loads(text)]
+    return tuple((k, None if v is None else bytes.fromhex(v)) for k, v in json.loads(text))
 
 
 class SqliteLog:
@@ -175,7 +178,7 @@ class SqliteLog:
         key: bytes | None,
         value: bytes | None,
         timestamp_ms: int,
-        headers: Headers | None,
+        headers: StoredHeaders | None,
         producer: tuple[str, int] | None,
     ) -> int:
         with self._write() as db:
@@ -196,23 +199,24 @@ class SqliteLog:
         self,
         topic: str,
         partition: int,
-        records: Sequence[tuple[bytes | None, bytes | None, int, Headers | None]],
+        records: Sequence[tuple[bytes | None, bytes | None, int, SendHeaders | None]],
     ) -> int:
+        stored = [(key, value, ts, stored_headers(headers)) for key, value, ts, headers in records]
         with self._write() as db:
             first = self._high(db, topic, partition)
             (limit,) = db.execute("SELECT max_bytes FROM topics WHERE name = ?", (topic,)).fetchone()
-            for key, value, _, headers in records:
-                check_size(topic, limit, key, value, headers)
+            for key, value, _, kept in stored:
+                check_size(topic, limit, key, value, kept)
             db.executemany(
                 "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
                 [
-                    (topic, partition, offset, key, value, ts, _encode_headers(headers), DATA)
-                    for offset, (key, value, ts, headers) in enumerate(records, first)
+                    (topic, partition, offset, key, value, ts, _encode_headers(kept), DATA)
+                    for offset, (key, value, ts, kept) in enumerate(stored, first)
                 ],
             )
             db.execute(
                 "UPDATE partitions SET high = ? WHERE topic = ? AND partition = ?",
-                (first + len(records), topic, partition),
+                (first + len(stored), topic, partition),
             )
             return first
 

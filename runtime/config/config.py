@@ -34,21 +34,38 @@ class Config(Mapping[str, str]):
         self._raw = {str(k): str(v) for k, v in raw.items()}
         self.registry = registry or default_registry()
         self._typed: dict[str, object] = {}
+        # Every wrong key is named at once: a config ported from Samza is fixed in one go, not a key a run.
+        errors: dict[str, ConfigError] = {}
         for key, value in self._raw.items():
-            found = self.registry.lookup(key)
-            if found is None:
-                if self.registry.governs(key):
-                    close = self.registry.suggest(key)
-                    hint = f"; did you mean {close!r}?" if close else "; see `samsa config keys`"
-                    raise ConfigError(f"unknown config key {key!r}{hint}")
-                meant = self.registry.misspelled_prefix(key)
-                if meant is not None:
-                    raise ConfigError(
-                        f"unknown config key {key!r}; did you mean {meant!r}? ({key.split('.')[0]!r} is "
-                        "not a Samsa prefix, and the key would be ignored as one of the task's own)"
-                    )
-                continue  # a user's own key, for their task to read
-            self._typed[key] = found[0].parse(key, value)
+            try:
+                self._check(key, value)
+            except ConfigError as e:
+                errors[key] = e
+        if len(errors) == 1:
+            raise next(iter(errors.values()))
+        if errors:
+            # The first line names them all (a log line read alone), then each key's error on a line.
+            raise ConfigError(
+                f"{len(errors)} keys of the job config are wrong ({', '.join(errors)}):"
+                + "".join(f"\n  - {e}" for e in errors.values())
+            )
+
+    def _check(self, key: str, value: str) -> None:
+        """Parses one key's value into `_typed`; raises naming the key when it is unknown or malformed."""
+        found = self.registry.lookup(key)
+        if found is None:
+            if self.registry.governs(key):
+                close = self.registry.suggest(key)
+                hint = f"; did you mean {close!r}?" if close else "; see `samsa config keys`"
+                raise ConfigError(f"unknown config key {key!r}{hint}")
+            meant = self.registry.misspelled_prefix(key)
+            if meant is not None:
+                raise ConfigError(
+                    f"unknown config key {key!r}; did you mean {meant!r}? ({key.split('.')[0]!r} is "
+                    "not a Samsa prefix, and the key would be ignored as one of the task's own)"
+                )
+            return  # a user's own key, for their task to read
+        self._typed[key] = found[0].parse(key, value)
 
     @classmethod
     def load(cls, source: str | Path | Mapping[str, Any]) -> Config:

@@ -426,6 +426,11 @@ _PER_STORE_MEMORY = "use stores.<s>.rocksdb.{0} or job.container.rocksdb.{1}"
 SAMZA_UNSUPPORTED = {
     "job.factory.class": "containers are started by job.deploy (local or spark)",
     "job.coordinator.system": "the coordinator topic is on task.checkpoint.system",
+    "job.coordinator.replication.factor": "the coordinator topic is created with the broker's "
+    "default.replication.factor (the checkpoint topic with task.checkpoint.replication.factor)",
+    "job.default.system": "every stream names its system: <system>.<stream> in task.inputs, task.outputs and "
+    "stores.<s>.changelog, OutgoingMessage(system, stream, ...) in the task; the checkpoint and coordinator "
+    "topics are on task.checkpoint.system (default: the first input's system)",
     "job.changelog.system": "name the system in each stores.<s>.changelog (<system>.<stream>)",
     "job.systemstreampartition.grouper.factory": "tasks are one per partition number (GroupByPartition)",
     "task.name.grouper.factory": "tasks are dealt round-robin to job.container.count containers",
@@ -434,16 +439,33 @@ SAMZA_UNSUPPORTED = {
     "task.checkpoint.system",
     "task.chooser.class": "inputs are read round-robin, streams with samza.bootstrap=true first",
     "task.drop.deserialization.errors": "set task.deserialization.error.policy=skip (or dlq)",
+    "task.ignored.exceptions": "an exception from process() or window() fails the container; catch the ones "
+    "to ignore inside process() (an input that does not deserialize: task.deserialization.error.policy=skip "
+    "or dlq)",
+    "task.drop.serialization.errors": "an output that does not serialize raises from collector.send(); catch "
+    "the error there to drop the message",
+    "task.drop.producer.errors": "a send the broker refuses fails the container, which restarts from its "
+    "last commit; librdkafka retries first (systems.<sys>.producer.message.timeout.ms)",
     "task.max.concurrency": "a task processes one message at a time (StreamTask)",
     "task.callback.timeout.ms": "a task processes one message at a time (StreamTask)",
     "task.opts": "containers are Python processes",
     "task.java.home": "containers are Python processes",
     "metrics.reporters": "Samsa serves Prometheus metrics: set metrics.prometheus.port",
     "metrics.reporter.<name>.class": "Samsa serves Prometheus metrics: set metrics.prometheus.port",
+    "metrics.reporter.<name>.stream": "Samsa serves Prometheus metrics: set metrics.prometheus.port",
+    # Outside Samsa's prefixes, yet only ever Samza's (its YARN deployment: yarn.package.path,
+    # yarn.container.count, ...): a port would otherwise keep them as the task's own.
+    "yarn.*": "Samsa does not run on YARN: containers are started by job.deploy (local or spark), "
+    "job.container.count sets how many, and no package is uploaded",
     "systems.<sys>.samza.fetch.threshold": "a container holds at most two fetch batches; bound librdkafka's "
     "prefetch with systems.<sys>.consumer.queued.max.messages.kbytes",
     "systems.<sys>.samza.fetch.threshold.bytes": "a container holds at most two fetch batches; bound "
     "librdkafka's prefetch with systems.<sys>.consumer.queued.max.messages.kbytes",
+    "systems.<sys>.consumer.zookeeper.connect": "Kafka clients find the cluster by "
+    "systems.<sys>.bootstrap.servers",
+    "systems.<sys>.default.stream.samza.offset.default": "set systems.<sys>.samza.offset.default",
+    "systems.<sys>.default.stream.replication.factor": "Samsa creates no input or output topics, only its "
+    "own: set stores.<s>.changelog.replication.factor and task.checkpoint.replication.factor",
     "systems.<sys>.streams.<stream>.samza.priority": "inputs are read round-robin; "
     "samza.bootstrap=true reads a stream before the others",
     "stores.<s>.rocksdb.ttl.ms": "RocksDB's TTL is not exposed; delete expired keys in the task "

@@ -84,6 +84,16 @@ class Key:
                 out.append(re.escape(part))
         object.__setattr__(self, "regex", re.compile("".join(out)))
 
+    def filled(self, key: str, text: str) -> str:
+        """`text` with this pattern's placeholders (`<sys>`, `<stream>`, ...) replaced by what `key`, a key
+        the pattern matches, has in their places; others are left as written."""
+        m = self.regex.fullmatch(key)
+        if m is None:
+            return text
+        for name, value in zip(_PLACEHOLDER.findall(self.pattern), m.groups(), strict=True):
+            text = text.replace(f"<{name}>", value)
+        return text
+
     @property
     def special_minus_one(self) -> str | None:
         """What -1 means for this int key, when it is allowed outside the range."""
@@ -114,7 +124,7 @@ class Key:
             raise ConfigError(f"{key} is not supported yet ({self.not_yet}); remove it from the job config")
         if self.unsupported:
             raise ConfigError(
-                f"{key} is a Samza key not supported by Samsa: {self.unsupported}; "
+                f"{key} is a Samza key not supported by Samsa: {self.filled(key, self.unsupported)}; "
                 "remove it from the job config"
             )
         if self.type == "int":

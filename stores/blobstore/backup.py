@@ -95,6 +95,12 @@ class BlobStoreBackupManager:
     def init(self, markers: Markers | None) -> None:
         """Reads the checkpointed snapshot indexes and finishes their cleanup (waiting for it)."""
         for store, blob_id in (markers or {}).items():
+            if store not in self.context.store_dirs:
+                # A store the job no longer defines (the start warned, `renamed.check_store_renames`): its
+                # last snapshot is kept, for `samsa blobstore gc` to delete, not given up by a deploy; made
+                # permanent still, as a crash before its commit's cleanup left it, or its blobs would expire.
+                self._keep_removed(store, blob_id)
+                continue
             if store not in self.stores:
                 # Deleted only once a checkpoint without it is durable: until then a restart may need it.
                 self._orphans.append((store, blob_id))
@@ -130,6 +136,22 @@ class BlobStoreBackupManager:
                 "backed up to the blob store, or the snapshot is broken); deleted after the next commit",
                 self.context.task_name,
                 ", ".join(sorted(store for store, _ in self._orphans)),
+            )
+
+    def _keep_removed(self, store: str, blob_id: str) -> None:
+        """Makes the last snapshot of a store the job no longer defines permanent; never its diff base."""
+        try:
+            index = self._transfer.get_index(blob_id, self.base(store))
+            self._make_permanent(store, _Snapshot(blob_id, index))
+        except SNAPSHOT_UNUSABLE as e:
+            # Nothing restores it (the store is gone): a start does not fail over it.
+            log.warning(
+                "task %s: the blob-store snapshot %s of store %s, which the job no longer defines, is "
+                "incomplete (%s); left as it is, for `samsa blobstore gc`",
+                self.context.task_name,
+                blob_id,
+                store,
+                e,
             )
 
     # -- commit --------------------------------------------------------------------------------------

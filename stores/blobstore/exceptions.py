@@ -1,6 +1,6 @@
 """Errors of the blob-store backend: missing, corrupt or unsafe blobs and indexes, and failed transfers."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from samsa.exceptions import InvalidConfigError
 from samsa.stores.exceptions import StoreError
@@ -103,6 +103,47 @@ class SnapshotUnusableError(BlobStoreError, InvalidConfigError):
             "snapshots. If an intact copy of them exists (a backup of the blob store, or the snapshots are "
             f"elsewhere), put it back, or {_elsewhere(job, s3)}. If they are lost, {_START_OVER}"
         )
+
+
+class StoreRenamedError(BlobStoreError, InvalidConfigError):
+    """A task's last checkpoint has a blob-store snapshot of a store the job no longer defines, and none of a
+    store the job now restores from the blob store: the store looks renamed, and starting would start it
+    empty (a store's snapshots are found by its name), its old state given up at the next commit. A restart
+    meets it again: a config-like error, not restarted."""
+
+    def __init__(self, renames: Sequence[tuple[str, str, Mapping[str, str], Sequence[str]]]) -> None:
+        """`renames`: (task, its last checkpoint's id, store the job no longer defines -> its snapshot's index
+        blob id, the stores restored from the blob store without a snapshot in that checkpoint)."""
+        self.renames = [(task, cp, dict(old), tuple(new)) for task, cp, old, new in renames]
+        self.old_stores = sorted({s for _, _, old, _ in self.renames for s in old})
+        self.new_stores = sorted({s for _, _, _, new in self.renames for s in new})
+        shown = [
+            f"task {task!r}: its last checkpoint ({cp}) has the snapshot of store(s) "
+            + ", ".join(f"{s!r} (index {blob_id!r})" for s, blob_id in sorted(old.items()))
+            + f" and none of store(s) {', '.join(repr(s) for s in new)}"
+            for task, cp, old, new in self.renames[:_SHOWN]
+        ]
+        if len(self.renames) > _SHOWN:
+            shown.append(f"and {len(self.renames) - _SHOWN} more task(s) likewise")
+        old_list = ", ".join(repr(s) for s in self.old_stores)
+        new_list = ", ".join(repr(s) for s in self.new_stores)
+        forget = " ".join(f"--store {s}" for s in self.old_stores)
+        super().__init__(
+            f"the job no longer defines store(s) {old_list}, whose blob-store snapshots its tasks' last "
+            f"checkpoints hold, and restores store(s) {new_list} from the blob store with no snapshot of "
+            f"them in those checkpoints ({'; '.join(shown)}). If the store was renamed, the renamed store "
+            "would start empty (a store's snapshots are found by its name) and the next commit would drop "
+            "the old snapshots from the checkpoints, so the start is refused; nothing was restored, written "
+            "or deleted. To go on, either rename the store back (define stores.<old name>.* again and have "
+            "the task read it by that name): it restores from its snapshot; or, giving up the state of "
+            f"{old_list} on purpose (removed, and {new_list} a new store), stop the job and run `samsa "
+            f"checkpoint forget-store <job config> {forget}`: it drops the store(s) from the checkpoints "
+            f"(the snapshots stay in the blob store until `samsa blobstore gc`), and the next start starts "
+            f"{new_list} empty. See docs/state.md (Blob-store backup and restore: renaming a store)"
+        )
+
+
+_SHOWN = 5  # tasks named one by one in a `StoreRenamedError`
 
 
 class BucketMissingError(BlobStoreError, InvalidConfigError):

@@ -8,6 +8,10 @@ dir is rebuilt from it (hard links). When the store's changelog tail is replayed
 as a local checkpoint dir with a marker recording the checkpoint's markers instead: the changelog restore
 takes it over as a local checkpoint matching its checkpoint. A snapshot taken under other partition counts
 of the job's grouped inputs (its keys now belong to other tasks) is refused before the store is touched.
+A store the task's checkpoint has no snapshot of (a store new to the job), or a task without a checkpoint,
+starts empty: the local dirs are deleted, never taken for checkpointed state; unless that checkpoint was
+written by `samsa checkpoint reset` for a task without one (its checkpoint topic lost), which keeps the
+state: the local dirs are kept as they are.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from samsa.stores.changelog.exceptions import RestoreInterrupted
 from samsa.stores.checkpoint_dirs import (
     checkpoint_dir,
     delete_checkpoint_dir,
+    delete_checkpoint_dirs,
     fsync_dir,
     list_checkpoint_dirs,
     restore_store_dir,
@@ -101,14 +106,17 @@ class BlobStoreRestoreManager:
         for store in self.context.store_dirs:
             blob_id = (markers or {}).get(store)
             if blob_id is None:
-                if checkpoint_id is not None:
-                    log.warning(
-                        "task %s store %s: checkpoint %s has no blob-store snapshot of it; its local state "
-                        "is kept as it is",
-                        task,
-                        store,
-                        checkpoint_id,
-                    )
+                if store in self.context.tail_restored:
+                    continue  # the changelog restore, next, takes the local dirs over
+                if checkpoint_id is not None and self.context.local_state_kept:
+                    # `samsa checkpoint reset` of a task without a checkpoint (its checkpoint topic lost):
+                    # no snapshot is named, and the reset keeps the state: the local dirs are all there is.
+                    _keep_local(self.context.store_dirs[store], task, store, checkpoint_id)
+                elif checkpoint_id is not None:
+                    # A store new to the checkpoint: what its local dirs hold is no checkpointed state (a
+                    # run before the store was removed from the job, or renamed away), and another host
+                    # would start it empty: so does this one.
+                    _discard_local(self.context.store_dirs[store], task, store, checkpoint_id)
                 elif _holds_files(self.context.store_dirs[store]):
                     # No checkpoint: no committed snapshot, and the inputs are read again from
                     # samza.offset.default; kept, this state would count them twice (a first start whose
@@ -257,6 +265,37 @@ _CHECKPOINT_ID = re.compile(r"\d+-\d+")
 def _holds_files(path: Path) -> bool:
     """Whether a store's live directory exists and holds anything."""
     return path.is_dir() and any(path.iterdir())
+
+
+def _keep_local(store_dir: Path, task: str, store: str, checkpoint_id: str) -> None:
+    """Warns that a store's local state is kept as it is, the reset checkpoint naming no snapshot of it."""
+    if _holds_files(store_dir):
+        log.warning(
+            "task %s store %s: checkpoint %s was written by `samsa checkpoint reset` (the task had no "
+            "checkpoint) and has no blob-store snapshot of the store: its local state %s is kept as it is, "
+            "and the next commit snapshots it",
+            task,
+            store,
+            checkpoint_id,
+            store_dir,
+        )
+
+
+def _discard_local(store_dir: Path, task: str, store: str, checkpoint_id: str) -> None:
+    """Deletes a store's live dir and local checkpoint dirs, which its checkpoint has no snapshot of."""
+    if _holds_files(store_dir) or list_checkpoint_dirs(store_dir):
+        log.warning(
+            "task %s store %s: checkpoint %s has no blob-store snapshot of it, so its local state %s is no "
+            "checkpointed state (left by a run before the store was removed from the job, or renamed): "
+            "deleted, the store starts empty",
+            task,
+            store,
+            checkpoint_id,
+            store_dir,
+        )
+    if store_dir.exists():
+        shutil.rmtree(store_dir)
+    delete_checkpoint_dirs(store_dir)
 
 
 def _check_belongs(

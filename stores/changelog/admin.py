@@ -40,7 +40,10 @@ class ChangelogAdmin:
         changelogs: Mapping[str, SystemStream],
         task_count: int,
         admin_for: AdminFor,
+        inputs: Mapping[str, int] | None = None,
     ) -> None:
+        """`inputs`: partition count of each input grouped into tasks (`system.stream` -> count), which
+        make the `task_count` tasks; a refusal of a changelog's partition count says why from them."""
         missing = sorted(set(stores) - set(changelogs))
         if missing:
             raise StoreConfigError(
@@ -54,13 +57,19 @@ class ChangelogAdmin:
         self._settings = {s: ChangelogSettings.of(s, stores[s]) for s in self._changelogs}
         self._task_count = task_count
         self._admin_for = admin_for
+        self._inputs = dict(inputs or {})
 
     def create_resources(self) -> None:
         """Create each missing changelog; an existing one must have `task_count` partitions and compaction."""
         with self._admins() as admin_of:
+            counts = self._partition_counts(admin_of)
             for store, stream in self._changelogs.items():
+                admin = admin_of(stream.system)
+                if counts[stream] is not None:
+                    self._check_existing(admin, store, stream, counts[stream])
+                    continue
                 settings = self._settings[store]
-                created = admin_of(stream.system).ensure_topic(
+                created = admin.ensure_topic(
                     stream.stream, self._task_count, settings.topic_config(), settings.replication_factor
                 )
                 if created:
@@ -70,52 +79,101 @@ class ChangelogAdmin:
                         store,
                         self._task_count,
                     )
-                else:
-                    self._check_compaction_lag(admin_of(stream.system), store, stream)
+                else:  # another container created it meanwhile; ensure_topic checked partitions and policy
+                    self._check_compaction_lag(store, stream, admin.topic_config(stream.stream))
 
     def validate_resources(self) -> None:
         """Check, without creating anything, that every changelog exists and fits (errors name the topic)."""
+        with self._admins() as admin_of:
+            counts = self._partition_counts(admin_of)
+            for system in dict.fromkeys(stream.system for stream in self._changelogs.values()):
+                missing = [s.stream for s, n in counts.items() if s.system == system and n is None]
+                if missing:
+                    raise TopicNotFoundError(missing, admin_of(system).bootstrap_servers)
+            for store, stream in self._changelogs.items():
+                self._check_existing(admin_of(stream.system), store, stream, counts[stream])
+
+    def _check_existing(
+        self, admin: KafkaAdmin, store: str, stream: SystemStream, actual: int | None
+    ) -> None:
+        """Raise unless the existing changelog of `store`, of `actual` partitions, has one per task, is
+        compacted only and keeps records as long as the config asks."""
+        if actual is not None and actual != self._task_count:
+            raise self._partitions_refused(store, stream, actual)
+        topic = admin.topic_config(stream.stream)
+        policy = topic.get("cleanup.policy", "delete")
+        if {p.strip() for p in policy.split(",")} != {"compact"}:
+            raise TopicMismatchError(
+                stream.stream,
+                "cleanup.policy",
+                "compact",
+                policy,
+                f"the changelog of store {store!r} must be compacted only (deletion by retention "
+                "loses state): alter the topic's cleanup.policy to compact",
+            )
+        self._check_compaction_lag(store, stream, topic)
+
+    def _partition_counts(self, admin_of: Callable[[str], KafkaAdmin]) -> dict[SystemStream, int | None]:
+        """Each changelog's partition count (None: it does not exist), from one metadata fetch per system
+        (a cluster's full metadata is large; a job has a changelog per store)."""
         by_system: dict[str, list[str]] = {}
         for stream in self._changelogs.values():
             by_system.setdefault(stream.system, []).append(stream.stream)
-        with self._admins() as admin_of:
-            counts: dict[str, int | None] = {}
-            for system, topics in by_system.items():
-                found = admin_of(system).partition_counts(topics)
-                missing = [t for t, n in found.items() if n is None]
-                if missing:
-                    raise TopicNotFoundError(missing, admin_of(system).bootstrap_servers)
-                counts.update({f"{system}.{t}": n for t, n in found.items()})
-            for store, stream in self._changelogs.items():
-                admin = admin_of(stream.system)
-                actual = counts[str(stream)]
-                if actual != self._task_count:
-                    raise TopicMismatchError(
-                        stream.stream,
-                        "partitions",
-                        self._task_count,
-                        actual,
-                        f"the changelog of store {store!r} needs one partition per task; delete the topic "
-                        "(its state is then lost) or run the job with as many tasks as it has partitions",
-                    )
-                policy = admin.topic_config(stream.stream).get("cleanup.policy", "delete")
-                if {p.strip() for p in policy.split(",")} != {"compact"}:
-                    raise TopicMismatchError(
-                        stream.stream,
-                        "cleanup.policy",
-                        "compact",
-                        policy,
-                        f"the changelog of store {store!r} must be compacted only (deletion by retention "
-                        "loses state): alter the topic's cleanup.policy to compact",
-                    )
-                self._check_compaction_lag(admin, store, stream)
+        counts: dict[SystemStream, int | None] = {}
+        for system, topics in by_system.items():
+            found = admin_of(system).partition_counts(topics)
+            counts.update({SystemStream(system, t): n for t, n in found.items()})
+        return counts
 
-    def _check_compaction_lag(self, admin: KafkaAdmin, store: str, stream: SystemStream) -> None:
+    def _partitions_refused(self, store: str, stream: SystemStream, actual: int) -> TopicMismatchError:
+        """The refusal of `store`'s changelog of `actual` partitions, naming the store, why the job has the
+        tasks it has, and a way on that neither loses nor silently splits the store's state."""
+        n, topic = self._task_count, stream.stream
+        widest = sorted(s for s, count in self._inputs.items() if count == n)
+        narrower = {s: count for s, count in sorted(self._inputs.items()) if count < n}
+        because = (
+            f" because input{'s' if len(widest) > 1 else ''} {', '.join(widest)} "
+            f"{'have' if len(widest) > 1 else 'has'} {n} partitions (tasks group the inputs' partitions by "
+            f"number{''.join(f'; {s} has {count}' for s, count in narrower.items())})"
+            if widest
+            else ""
+        )
+        lost = f"deleting topic {topic!r} so it is recreated loses the store's state"
+        head = (
+            f"It is the changelog of store {store!r}, one partition per task, and the job now has {n} "
+            f"tasks{because}."
+        )
+        if actual < n and any(count == actual for count in narrower.values()):
+            new = ", ".join(widest)
+            fix = (
+                f"{head} Inputs of different partition counts are not co-partitioned: a key's records in "
+                f"{new} reach another task than its records in {', '.join(narrower)}, so the store's "
+                f"per-key state would be split across tasks. Repartition {new} to {actual} partitions, as "
+                f"Samza users do (a job that sends its records, keyed alike, to a topic of {actual} "
+                f"partitions, read instead of it), and the job keeps its {actual} tasks and their state. "
+                f"Growing the changelog to {n} partitions lets the job start with the state split so (its "
+                f"{actual} tasks keep theirs); {lost}."
+            )
+        elif actual < n:
+            fix = (
+                f"{head} The store's state is placed by the {actual} tasks the changelog was made for: "
+                f"with {n} tasks, keys would move to other tasks, away from their state. Samsa does not "
+                f"repartition state; run the job with inputs that make {actual} tasks, or, giving the state "
+                f"up, {lost}."
+            )
+        else:
+            fix = (
+                f"{head} The changelog was made for {actual} tasks: the state of tasks {n} to {actual - 1} "
+                f"would be left behind and keys would move to other tasks. Run the job with the inputs that "
+                f"made {actual} tasks, or, giving the state up, {lost}."
+            )
+        return TopicMismatchError(topic, "partitions", n, actual, fix)
+
+    def _check_compaction_lag(self, store: str, stream: SystemStream, topic: Mapping[str, str]) -> None:
         # Restore undoes uncommitted writes only while compaction cannot yet have dropped the committed
         # records they supersede, and reuses local state only while its deletes' tombstones remain: a topic
         # laxer than the config would let restore count inputs twice or bring deleted keys back.
         settings = self._settings[store]
-        topic = admin.topic_config(stream.stream)
         for name, wanted in (
             ("min.compaction.lag.ms", settings.min_compaction_lag_ms),
             ("delete.retention.ms", settings.delete_retention_ms),

@@ -3,29 +3,16 @@ task's last checkpoint, everything else stays."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
-import pytest
-
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import Checkpoint, CheckpointV2
 from samsa.checkpoint.tool import forget_changelogs
-from samsa.kafka import KafkaProducer
 from samsa.streams import SystemStream, SystemStreamPartition
 
 SSP = SystemStreamPartition("kafka", "words.in", 0)
 COUNTS = SystemStreamPartition("kafka", "job-counts-changelog", 0)
 OTHER = SystemStreamPartition("kafka", "job-other-changelog", 0)
 TASK = "Partition 0"
-
-
-@pytest.fixture
-def manager(kafka_bootstrap: str, topics: Callable[..., str]) -> Iterator[KafkaCheckpointManager]:
-    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
-    topic = topics(1, {"cleanup.policy": "compact"})
-    yield KafkaCheckpointManager(topic, {"bootstrap.servers": kafka_bootstrap}, producer)
-    producer.close()
 
 
 def test_forgetting_drops_the_store_s_changelog_position_from_both_versions(

@@ -192,7 +192,7 @@ def test_a_failing_close_is_told_with_its_traceback_as_process_is() -> None:
         _instance(CloseTask()).close()
     told = explain(close.value)
     assert 'raise ValueError("close broke")' in told and told.rstrip().endswith("ValueError: close broke")
-    assert "task_instance.py" in explain(close.value, full=True)  # --log-level DEBUG: every frame
+    assert "user_errors.py" in explain(close.value, full=True)  # --log-level DEBUG: every frame, Samsa's too
 
 
 def test_an_error_of_samsa_alone_is_told_by_its_message_and_notes() -> None:

@@ -240,3 +240,25 @@ def test_a_commit_makes_permanent_only_the_blobs_it_added_and_a_restart_all_of_t
         # A restart cannot know whether the last cleanup finished: it makes every blob permanent again.
         task.manager(markers)
         assert set(ledger.ttl_removed_list[before:]) == set(index.dir_index.present_blobs()) | {markers["a"]}
+
+
+def test_the_snapshot_of_a_store_the_job_no_longer_defines_is_made_permanent_not_deleted(
+    task: Task, tmp_path: Path
+) -> None:
+    # Its last commit crashed before the cleanup: every blob of its snapshot still has its TTL.
+    cp = task.checkpoint({"x": b"1", "y": b"2"})
+    markers = task.manager(None).upload(cp, {}).result()
+    assert task.store is not None
+    assert all(b.expires_at is not None for b in task.store.list_blobs())
+    # Store b removed from the job (its marker still in the checkpoint): a start of store a only.
+    (tmp_path / "now").mkdir()
+    now = Task(tmp_path / "now", task.transfer, task.pool, ["a"])
+    manager = now.manager(markers)
+    removed = task.transfer.get_index(markers["b"], manager.base("b"))
+    kept = {markers["b"], *removed.dir_index.present_blobs()}
+    expiring = {b.blob_id for b in task.store.list_blobs() if b.expires_at is not None}
+    assert not kept & expiring, "made permanent: it stays until `samsa blobstore gc` deletes it"
+    # The next commit of store a does not delete it either.
+    next_cp = now.checkpoint({"x": b"3"})
+    manager.cleanup(next_cp, manager.upload(next_cp, {}).result()).result()
+    assert all(_exists(task, blob) for blob in kept)

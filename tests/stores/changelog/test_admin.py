@@ -145,3 +145,26 @@ def test_existing_changelog_laxer_than_the_config_is_an_error(
     with pytest.raises(TopicMismatchError, match=rf"stores\.counts\.changelog\.{setting}") as error:
         admin.create_resources()
     assert error.value.setting == setting and error.value.actual == 1000
+
+
+def test_create_and_validate_fetch_the_clusters_metadata_once_per_system_for_existing_changelogs(
+    kafka_bootstrap: str, kafka_admin: KafkaAdmin, names: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cluster's full metadata is large and a job has a changelog per store: one fetch serves them all.
+    topics = [f"cl-{n}-{uuid.uuid4().hex[:8]}" for n in range(3)]
+    names += topics
+    for topic in topics:
+        kafka_admin.create_topic(topic, 2, {"cleanup.policy": "compact", "min.compaction.lag.ms": "14400000"})
+    fetches: list[str] = []
+    metadata = KafkaAdmin.metadata
+
+    def counted(self: KafkaAdmin, timeout: float | None = None) -> object:
+        fetches.append(self.bootstrap_servers)
+        return metadata(self, timeout)
+
+    monkeypatch.setattr(KafkaAdmin, "metadata", counted)
+    admin = _admin(kafka_bootstrap, {f"s{n}": topic for n, topic in enumerate(topics)}, 2)
+    admin.create_resources()
+    assert len(fetches) == 1
+    admin.validate_resources()
+    assert len(fetches) == 2
