@@ -126,14 +126,16 @@ def message(
 def stored_headers(headers: SendHeaders | None) -> StoredHeaders | None:
     """Headers as a Kafka consumer reads back what confluent-kafka sent: a dict's items or the (key, value)
     pairs in order, a str value as its UTF-8 bytes (a bytes key as str), so a test sees what production
-    does; other types are refused as confluent-kafka refuses them."""
+    does; other types are refused as confluent-kafka refuses them (a pair given as a list too). No headers
+    (an empty list or dict) read back as None, as from Kafka."""
     if headers is None:
         return None
     stored = []
     for pair in header_pairs(headers):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        if type(pair) is not tuple or len(pair) != 2:
             raise TypeError(
-                f"header {pair!r}: headers are expected to be a list of (key, value) tuples or a dict"
+                f"header {pair!r}: Headers are expected to be a list of (key, value) tuples or a dict "
+                "(confluent-kafka refuses any other form)"
             )
         k, v = pair
         if type(k) is not str:
@@ -151,4 +153,4 @@ def stored_headers(headers: SendHeaders | None) -> StoredHeaders | None:
                     f"not {type(v).__name__}"
                 )
         stored.append((k, v))
-    return tuple(stored)
+    return tuple(stored) or None

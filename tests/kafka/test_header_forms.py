@@ -86,6 +86,20 @@ def test_a_header_value_of_another_type_is_refused_at_the_send(topic: str, produ
         producer.send(topic, b"v", b"k", 0, [("h", 1)])  # type: ignore[list-item]
 
 
+def test_a_header_pair_given_as_a_list_is_refused_at_the_send(topic: str, producer: KafkaProducer) -> None:
+    # confluent-kafka takes tuples only: a test on the in-memory system must not pass what Kafka refuses.
+    with pytest.raises(TypeError, match=r"Headers are expected to be a list of \(key, value\) tuples"):
+        producer.send(topic, b"v", b"k", 0, [["h", b"1"]])  # type: ignore[list-item]
+
+
+def test_no_headers_read_back_as_none(bootstrap: str, topic: str, producer: KafkaProducer) -> None:
+    producer.send(topic, b"v", b"k", 0, [])
+    producer.send(topic, b"v", b"k", 0, {})
+    producer.send(topic, b"v", b"k", 0)
+    producer.flush()
+    assert _headers_read_back(bootstrap, topic, 3) == [None, None, None]
+
+
 def test_the_producer_reads_a_topics_partition_count(topic: str, producer: KafkaProducer) -> None:
     assert producer.partition_count(topic) == 2
 
