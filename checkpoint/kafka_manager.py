@@ -89,6 +89,51 @@ class _Queued:
     error: BaseException | None = None
 
 
+def passed_over(
+    records: Sequence[StoredCheckpoint], chosen: StoredCheckpoint, read_versions: Sequence[int]
+) -> StoredCheckpoint | None:
+    """A record `choose` passed over that a later commit wrote (after `chosen` in the log, input offsets
+    ahead of it, not the other version of one commit): a run that wrote only that version (a
+    task.checkpoint.write.versions change) since, whose input the start will process again."""
+    for record in records:
+        if record.offset <= chosen.offset or record.checkpoint.version not in read_versions:
+            continue
+        later, earlier = record.checkpoint.offsets, chosen.checkpoint.offsets
+        if any(o > earlier.get(ssp, -1) for ssp, o in later.items()):
+            return record
+    return None
+
+
+def _warn_passed_over(
+    topic: str, task: str, chosen: StoredCheckpoint, ahead: StoredCheckpoint, read_versions: Sequence[int]
+) -> None:
+    # Samza's read rule (the first version of task.checkpoint.read.versions present wins unless a later one
+    # is older by more than the live max age): said, since the inputs in between are processed again.
+    gaps = ", ".join(
+        f"{ssp} {chosen.checkpoint.offsets.get(ssp, 'none')} -> {o}"
+        for ssp, o in sorted(ahead.checkpoint.offsets.items(), key=lambda e: str(e[0]))
+        if o > chosen.checkpoint.offsets.get(ssp, -1)
+    )
+    log.warning(
+        "task %s: starting from its version-%d checkpoint (%s offset %d) by "
+        "task.checkpoint.read.versions=%s, though a later commit wrote a version-%d checkpoint ahead of it "
+        "(offset %d: %s): the inputs between are processed again (their outputs sent twice). A run wrote "
+        "only version %d "
+        "(task.checkpoint.write.versions); keep writing every version read (the default 1,2), or put %d "
+        "first in task.checkpoint.read.versions for a start after such a run",
+        task,
+        chosen.checkpoint.version,
+        topic,
+        chosen.offset,
+        ",".join(str(v) for v in read_versions),
+        ahead.checkpoint.version,
+        ahead.offset,
+        gaps,
+        ahead.checkpoint.version,
+        ahead.checkpoint.version,
+    )
+
+
 def _newer_by(record: StoredCheckpoint, current: StoredCheckpoint) -> int:
     if record.timestamp is None or current.timestamp is None:
         return 0  # no times to compare: priority alone decides
@@ -218,6 +263,9 @@ class KafkaCheckpointManager:
             chosen = choose(list(records.values()), versions, max_age)
             if chosen is not None:
                 out[task] = chosen.checkpoint
+                ahead = passed_over(list(records.values()), chosen, versions)
+                if ahead is not None:
+                    _warn_passed_over(self.topic, task, chosen, ahead, versions)
         return out
 
     def write(self, task_name: str, checkpoint: AnyCheckpoint, producer: KafkaProducer | None = None) -> None:

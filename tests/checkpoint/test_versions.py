@@ -1,20 +1,23 @@
-"""Checkpoint version config and the read rule that picks one record per task (no broker)."""
+"""Checkpoint version config and the read rule that picks one record per task (the last test on the
+session broker)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.exceptions import CheckpointError
-from samsa.checkpoint.kafka_manager import StoredCheckpoint, choose
+from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, StoredCheckpoint, choose, passed_over
 from samsa.checkpoint.model import Checkpoint, CheckpointV2
 from samsa.checkpoint.versions import checkpoint_versions, parse_versions
 from samsa.runtime.config.config import Config
 from samsa.streams import SystemStreamPartition
 
 SSP = SystemStreamPartition("kafka", "in", 0)
+TASK = "Partition 0"
 W, R = "task.checkpoint.write.versions", "task.checkpoint.read.versions"
 
 # --- config -----------------------------------------------------------------------------------------------
@@ -113,3 +116,31 @@ def test_versions_not_read_are_ignored() -> None:
     assert choose([a, b], [2], MAX_AGE) is b
     assert choose([b], [1], MAX_AGE) is None
     assert choose([], [2, 1], MAX_AGE) is None
+
+
+def test_a_later_commit_of_a_version_passed_over_is_found_but_not_the_twin_of_one_commit() -> None:
+    chosen = v2(0, 1000, position=50)
+    twin = v1(1, 1000, position=50)  # the other version of the same commit
+    assert passed_over([chosen, twin], chosen, [2, 1]) is None
+    ahead = v1(2, 1500, position=100)  # a run that wrote only version 1 since
+    assert passed_over([chosen, twin, ahead], chosen, [2, 1]) is ahead
+    assert passed_over([ahead, chosen], v2(3, 2000, position=50), [2, 1]) is None  # before it in the log
+    assert passed_over([chosen, ahead], chosen, [2]) is None  # a version not read
+
+
+def test_a_start_that_passes_a_later_commit_over_says_so(
+    manager: KafkaCheckpointManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager.write(TASK, CheckpointV2(CheckpointId.create(), {SSP: 50}))
+    manager.write(TASK, Checkpoint({SSP: 50}))
+    manager.flush()
+    with caplog.at_level(logging.WARNING, logger="samsa.checkpoint.kafka_manager"):
+        assert manager.read_last([2, 1])[TASK].offsets == {SSP: 50}
+    assert not caplog.records, "the twin of one commit is no later commit"
+    manager.write(TASK, Checkpoint({SSP: 100}))  # a run with task.checkpoint.write.versions=1
+    manager.flush()
+    with caplog.at_level(logging.WARNING, logger="samsa.checkpoint.kafka_manager"):
+        assert manager.read_last([2, 1])[TASK].offsets == {SSP: 50}  # Samza's rule, as documented
+    message = caplog.records[-1].getMessage()
+    assert f"task {TASK}: starting from its version-2 checkpoint" in message, message
+    assert "50 -> 100" in message and "processed again" in message, message
