@@ -860,26 +860,27 @@ def _parser() -> argparse.ArgumentParser:
     reset.add_argument("--to", required=True, help="earliest, latest, epoch ms, or ISO time")
     reset.add_argument("--task", action="append", help="only this task (repeatable)")
     reset.set_defaults(func=_cmd_checkpoint_reset)
-    forget = cp.add_parser(
-        "forget-changelog",
-        help="drop stores' changelog positions from the last checkpoints (job stopped): their next start "
-        "restores what the changelog holds, giving up the state the positions pointed at",
-    )
-    job_args(forget)
-    forget.add_argument("--store", action="append", required=True, help="a store (repeatable)")
-    forget.add_argument("--task", action="append", help="only this task (repeatable)")
-    forget.set_defaults(func=_cmd_checkpoint_forget_changelog)
-    forget_store = cp.add_parser(
-        "forget-store",
-        help="drop stores' state from the last checkpoints (job stopped): their changelog positions and "
-        "blob-store snapshots; for a store renamed or removed whose state is given up on purpose",
-    )
-    job_args(forget_store)
-    forget_store.add_argument(
-        "--store", action="append", required=True, help="a store, defined by the job or not (repeatable)"
-    )
-    forget_store.add_argument("--task", action="append", help="only this task (repeatable)")
-    forget_store.set_defaults(func=_cmd_checkpoint_forget_store)
+    for name, helped, store_help, func in (
+        (
+            "forget-changelog",
+            "drop stores' changelog positions from the last checkpoints (job stopped): their next start "
+            "restores what the changelog holds, giving up the state the positions pointed at",
+            "a store (repeatable)",
+            _cmd_checkpoint_forget_changelog,
+        ),
+        (
+            "forget-store",
+            "drop stores' state from the last checkpoints (job stopped): their changelog positions and "
+            "blob-store snapshots; for a store renamed or removed whose state is given up on purpose",
+            "a store, defined by the job or not (repeatable)",
+            _cmd_checkpoint_forget_store,
+        ),
+    ):
+        forget = cp.add_parser(name, help=helped)
+        job_args(forget)
+        forget.add_argument("--store", action="append", required=True, help=store_help)
+        forget.add_argument("--task", action="append", help="only this task (repeatable)")
+        forget.set_defaults(func=func)
 
     state = sub.add_parser("state", help="inspect the checkpointed state of stores (blob-store snapshots)")
     st = state.add_subparsers(dest="state_cmd", required=True)

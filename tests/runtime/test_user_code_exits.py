@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bare_task_instances import bare_task_instance
 
 from samsa import StreamTask
 from samsa.cli import main
 from samsa.deploy.local import install_stop_handlers
 from samsa.runtime.exceptions import UserCodeError
-from samsa.runtime.job_model import TaskModel
-from samsa.runtime.metrics import MetricsRegistry
 from samsa.runtime.task_instance import TaskInstance, new_task
 from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStreamPartition
@@ -87,24 +86,8 @@ def test_a_keyboard_interrupt_where_ctrl_c_raises_one_still_interrupts() -> None
         runner.add_input("in", ["a"]).run(timeout=10)
 
 
-class _Storage:
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 def _instance(task: StreamTask) -> TaskInstance:
-    ssp = SystemStreamPartition("kafka", "in", 0)
-    return TaskInstance(
-        TaskModel("Partition 0", (ssp,)),
-        task,
-        _Storage(),  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        MetricsRegistry(),
-        -1,
-        60_000,
-    )
+    return bare_task_instance(task, SystemStreamPartition("kafka", "in", 0))
 
 
 class ExitsEverywhere(StreamTask):

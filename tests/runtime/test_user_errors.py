@@ -7,12 +7,11 @@ import logging
 from typing import Any
 
 import pytest
+from bare_task_instances import bare_task_instance
 
 from samsa import StreamTask
 from samsa.cli import main
 from samsa.runtime.exceptions import UserCodeError
-from samsa.runtime.job_model import TaskModel
-from samsa.runtime.metrics import MetricsRegistry
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.task import IncomingMessageEnvelope
 from samsa.runtime.task_instance import TaskInstance
@@ -65,12 +64,6 @@ class _Decode:
     from_bytes = staticmethod(bytes.decode)
 
 
-class _Storage:
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 def _lookup(table: dict[str, int], key: str) -> int:
     return table[key]  # the user's helper: its frame belongs in the traceback
 
@@ -113,16 +106,7 @@ class WindowTask(StreamTask):
 
 def _instance(task: StreamTask) -> TaskInstance:
     ssp = SystemStreamPartition("kafka", "amounts", 0)
-    ti = TaskInstance(
-        TaskModel("Partition 0", (ssp,)),
-        task,
-        _Storage(),  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        MetricsRegistry(),
-        -1,
-        60_000,
-    )
+    ti = bare_task_instance(task, ssp)
     ti.offsets[ssp] = 0
     return ti
 
