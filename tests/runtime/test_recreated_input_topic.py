@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from typing import Any, cast
 import pytest
 from job_fixtures import run_in_process
 from recreated_topics import delete_records_before, produce_fresh, recreate
+from wordcount_jobs import changelogged_wordcount, latest_counts, seeded_words
 
 from samsa.checkpoint.checkpoint_id import CheckpointId
 from samsa.checkpoint.model import CheckpointV2, decode_v2, encode
@@ -26,8 +26,6 @@ from samsa.runtime.coordinator import checkpoint_manager
 from samsa.runtime.offsets import recreated_since, start_offset
 from samsa.streams import SystemStreamPartition
 
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date"]
-
 
 @pytest.fixture
 def changelog(kafka_admin: KafkaAdmin) -> Iterator[str]:
@@ -35,52 +33,6 @@ def changelog(kafka_admin: KafkaAdmin) -> Iterator[str]:
     name = f"counts-{uuid.uuid4().hex[:10]}"
     yield name
     kafka_admin.delete_topics([name])
-
-
-def _wordcount(job_config: Any, words: str, out: str, changelog: str, **extra: str) -> dict[str, str]:
-    """The word count job, its counts kept in a changelogged store."""
-    return job_config(
-        f"kafka.{words}",
-        out,
-        task="samsa.examples.wordcount.task:WordCount",
-        **{
-            "job.container.count": "1",
-            "wordcount.output.stream": out,
-            "task.outputs": f"kafka.{out}",
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.changelog": f"kafka.{changelog}",
-            **extra,
-        },
-    )
-
-
-def _words(n: int, seed: int) -> list[tuple[str, str]]:
-    return [(WORDS[(i * 3 + seed) % len(WORDS)], str(i)) for i in range(n)]
-
-
-def _counts(bootstrap: str, out: str) -> dict[str, int]:
-    """Each word's latest count in the (one partition) output, as a read_committed consumer sees it: an
-    exactly-once job's output ends with transaction markers, no records."""
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
-    latest: dict[str, int] = {}
-    try:
-        end = consumer.watermarks((out, 0))[1]
-        consumer.assign({(out, 0): 0})
-        deadline = time.monotonic() + 30
-        while end and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.2):
-                word, count = m.key().decode(), int.from_bytes(m.value(), "big", signed=True)
-                latest[word] = max(latest.get(word, 0), count)
-            if consumer.position([(out, 0)])[(out, 0)] >= end:
-                break
-        else:
-            assert not end, f"could not read {out} to its end {end}"
-    finally:
-        consumer.close()
-    return latest
 
 
 def _checkpoints(config: dict[str, str]) -> dict[str, Any]:
@@ -99,18 +51,20 @@ def test_a_recreated_input_topic_is_read_from_its_start(
     changelog: str,
 ) -> None:
     words, out = topics(2), topics(1)
-    old = _words(50, 0)
+    old = seeded_words(50, 0)
     produce(words, old)
-    config = _wordcount(job_config, words, out, changelog, **{"job.processing.guarantee": guarantee})
+    config = changelogged_wordcount(
+        job_config, words, out, changelog, **{"job.processing.guarantee": guarantee}
+    )
     run_in_process(config)
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in old)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in old)
     # While the job is down the topic is deleted and recreated; more words land in it than it had.
     recreate(kafka_admin, words, 2)
-    new = _words(80, 1)
+    new = seeded_words(80, 1)
     produce_fresh(kafka_bootstrap, words, new)
     with caplog.at_level(logging.WARNING, "samsa.runtime.offsets"):
         run_in_process(config)
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
     assert f"topic {words!r} partition 0 was deleted and recreated" in caplog.text
     assert f"topic {words!r} partition 1 was deleted and recreated" in caplog.text
     marks = [
@@ -119,11 +73,11 @@ def test_a_recreated_input_topic_is_read_from_its_start(
     assert sorted(ssp.partition for ssp in marks) == [0, 1]
     # The next start finds the marks of the new topic: it resumes where it stopped, counting nothing twice.
     caplog.clear()
-    more = _words(10, 2)
+    more = seeded_words(10, 2)
     produce_fresh(kafka_bootstrap, words, more)
     with caplog.at_level(logging.WARNING, "samsa.runtime.offsets"):
         run_in_process(config)
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new + more)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new + more)
     assert "recreated" not in caplog.text
 
 
@@ -136,16 +90,16 @@ def test_a_recreated_input_topic_shorter_than_the_checkpoint_is_read_from_its_st
     changelog: str,
 ) -> None:
     words, out = topics(1), topics(1)
-    old = _words(30, 0)
+    old = seeded_words(30, 0)
     produce(words, old)
-    config = _wordcount(job_config, words, out, changelog)
+    config = changelogged_wordcount(job_config, words, out, changelog)
     run_in_process(config)
     recreate(kafka_admin, words, 1)
-    new = _words(5, 1)
+    new = seeded_words(5, 1)
     produce_fresh(kafka_bootstrap, words, new)
     # `upcoming` would start past the checkpoint's end, at the new topic's end: its records unread.
     run_in_process({**config, "systems.kafka.samza.offset.default": "upcoming"})
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
 
 
 def test_retention_moving_the_low_watermark_is_not_taken_for_a_recreated_topic(
@@ -157,17 +111,17 @@ def test_retention_moving_the_low_watermark_is_not_taken_for_a_recreated_topic(
     changelog: str,
 ) -> None:
     words, out = topics(1), topics(1)
-    old = _words(20, 0)
+    old = seeded_words(20, 0)
     produce(words, old)
-    config = _wordcount(job_config, words, out, changelog)
+    config = changelogged_wordcount(job_config, words, out, changelog)
     run_in_process(config)
-    new = _words(10, 1)
+    new = seeded_words(10, 1)
     produce(words, new)
     # Retention removes the first records, the marked one among them, but none the job did not read.
     delete_records_before(kafka_bootstrap, words, 0, 15)
     with caplog.at_level(logging.WARNING, "samsa.runtime.offsets"):
         run_in_process(config)
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in old + new)
     assert "recreated" not in caplog.text
 
 

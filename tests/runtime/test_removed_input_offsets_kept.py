@@ -5,7 +5,6 @@ stream starting over at samza.offset.default (read twice with `oldest`, records 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,16 +15,15 @@ import pytest
 from job_files import write_job_file
 from job_fixtures import run_in_process
 from recreated_topics import produce_fresh, recreate
+from wordcount_jobs import changelogged_wordcount, latest_counts, seeded_words
 
 from samsa.checkpoint.model import CheckpointV2
 from samsa.cli import main
-from samsa.kafka import KafkaAdmin, KafkaConsumer
+from samsa.kafka import KafkaAdmin
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager
 from samsa.streams import SystemStreamPartition
-
-WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date"]
 
 
 @pytest.fixture
@@ -34,51 +32,6 @@ def changelog(kafka_admin: KafkaAdmin) -> Iterator[str]:
     name = f"kept-counts-{uuid.uuid4().hex[:10]}"
     yield name
     kafka_admin.delete_topics([name])
-
-
-def _wordcount(job_config: Any, inputs: list[str], out: str, changelog: str, **extra: str) -> dict[str, str]:
-    """The word count job over `inputs`, its counts kept in a changelogged store."""
-    return job_config(
-        ",".join(f"kafka.{i}" for i in inputs),
-        out,
-        task="samsa.examples.wordcount.task:WordCount",
-        **{
-            "job.container.count": "1",
-            "wordcount.output.stream": out,
-            "task.outputs": f"kafka.{out}",
-            f"systems.kafka.streams.{out}.samza.msg.serde": "long",
-            "stores.counts.factory": "rocksdb",
-            "stores.counts.key.serde": "string",
-            "stores.counts.msg.serde": "long",
-            "stores.counts.changelog": f"kafka.{changelog}",
-            **extra,
-        },
-    )
-
-
-def _words(n: int, seed: int) -> list[tuple[str, str]]:
-    return [(WORDS[(i * 3 + seed) % len(WORDS)], str(i)) for i in range(n)]
-
-
-def _counts(bootstrap: str, out: str) -> dict[str, int]:
-    """Each word's latest count in the (one partition) output, read_committed."""
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
-    latest: dict[str, int] = {}
-    try:
-        end = consumer.watermarks((out, 0))[1]
-        consumer.assign({(out, 0): 0})
-        deadline = time.monotonic() + 30
-        while end and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.2):
-                word, count = m.key().decode(), int.from_bytes(m.value(), "big", signed=True)
-                latest[word] = max(latest.get(word, 0), count)
-            if consumer.position([(out, 0)])[(out, 0)] >= end:
-                break
-        else:
-            assert not end, f"could not read {out} to its end {end}"
-    finally:
-        consumer.close()
-    return latest
 
 
 def _show(tmp_path: Path, config: dict[str, str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -110,23 +63,23 @@ def test_an_input_added_back_resumes_where_it_stopped(
 ) -> None:
     words, words2, out = topics(2), topics(2), topics(1)
     extra = {"job.processing.guarantee": guarantee}
-    both = _wordcount(job_config, [words, words2], out, changelog, **extra)
+    both = changelogged_wordcount(job_config, [words, words2], out, changelog, **extra)
     one = {**both, "task.inputs": f"kafka.{words}"}
     truth: Counter[str] = Counter()
 
-    first, second = _words(40, 0), _words(30, 1)
+    first, second = seeded_words(40, 0), seeded_words(30, 1)
     produce(words, first)
     produce(words2, second)
     truth.update(k for k, _ in first + second)
     run_in_process(both)
-    assert _counts(kafka_bootstrap, out) == truth
+    assert latest_counts(kafka_bootstrap, out) == truth
 
     # words2 leaves task.inputs for a run: its offsets stay in every checkpoint, flagged kept.
-    third = _words(20, 2)
+    third = seeded_words(20, 2)
     produce(words, third)
     truth.update(k for k, _ in third)
     run_in_process(one)
-    assert _counts(kafka_bootstrap, out) == truth
+    assert latest_counts(kafka_bootstrap, out) == truth
     checkpoints = checkpoint_manager(JobConfig(Config(one))).read_last()
     kept = {ssp for cp in checkpoints.values() for ssp in cp.kept_inputs}
     assert kept == {SystemStreamPartition("kafka", words2, p) for p in (0, 1)}
@@ -139,14 +92,14 @@ def test_an_input_added_back_resumes_where_it_stopped(
     assert shown.count("not an input now") == 2
 
     # While it is not an input, more lands in words2 (with `upcoming`, they must not be skipped).
-    late = _words(10, 3) if default == "upcoming" else []
+    late = seeded_words(10, 3) if default == "upcoming" else []
     if late:
         produce(words2, late)
         truth.update(k for k, _ in late)
     added_back = {**both, f"systems.kafka.streams.{words2}.samza.offset.default": default}
     with caplog.at_level(logging.INFO, "samsa.runtime.offsets"):
         run_in_process(added_back)
-    assert _counts(kafka_bootstrap, out) == truth
+    assert latest_counts(kafka_bootstrap, out) == truth
     assert f"{words2}" in caplog.text and "added back to the inputs; resuming at offset" in caplog.text
     # Read again: nothing is kept any more, and the next start resumes as usual.
     checkpoints = checkpoint_manager(JobConfig(Config(both))).read_last()
@@ -164,21 +117,21 @@ def test_an_input_recreated_while_not_an_input_is_read_from_its_start(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     words, words2, out = topics(1), topics(1), topics(1)
-    both = _wordcount(job_config, [words, words2], out, changelog)
+    both = changelogged_wordcount(job_config, [words, words2], out, changelog)
     one = {**both, "task.inputs": f"kafka.{words}"}
-    old = _words(30, 0)
-    produce(words, _words(5, 1))
+    old = seeded_words(30, 0)
+    produce(words, seeded_words(5, 1))
     produce(words2, old)
     run_in_process(both)
     run_in_process(one)
     # Deleted and recreated while not an input, with more records than the kept offset: the kept offset is
     # of the old topic, and the kept mark of its first record tells it.
     recreate(kafka_admin, words2, 1)
-    new = _words(40, 2)
+    new = seeded_words(40, 2)
     produce_fresh(kafka_bootstrap, words2, new)
     with caplog.at_level(logging.INFO, "samsa.runtime.offsets"):
         run_in_process(both)
-    assert _counts(kafka_bootstrap, out) == Counter(k for k, _ in _words(5, 1) + old + new)
+    assert latest_counts(kafka_bootstrap, out) == Counter(k for k, _ in seeded_words(5, 1) + old + new)
     assert f"topic {words2!r} partition 0 was deleted and recreated" in caplog.text
     assert "added back to the inputs" not in caplog.text
 
@@ -193,10 +146,10 @@ def test_a_reset_drops_the_kept_offsets(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     words, words2, out = topics(1), topics(1), topics(1)
-    both = _wordcount(job_config, [words, words2], out, changelog)
+    both = changelogged_wordcount(job_config, [words, words2], out, changelog)
     one = {**both, "task.inputs": f"kafka.{words}"}
-    produce(words, _words(5, 0))
-    produce(words2, _words(7, 1))
+    produce(words, seeded_words(5, 0))
+    produce(words2, seeded_words(7, 1))
     run_in_process(both)
     run_in_process(one)
     assert "not an input now" in _show(tmp_path, one, capsys)
