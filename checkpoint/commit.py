@@ -194,6 +194,11 @@ class TaskCommitManager:
         self._submit(result, (dict(offsets), writes), self._last_start)
         return True
 
+    @property
+    def committed_offsets(self) -> Mapping[SystemStreamPartition, int]:
+        """The input offsets of the last commit whose async phase completed (empty before the first)."""
+        return {} if self._committed is None else self._committed[0]
+
     def unchanged(self, offsets: Mapping[SystemStreamPartition, int], writes: int | None) -> bool:
         """True when a commit now would write what the last completed one wrote: same input offsets, no
         store write since (`writes` as that commit captured it), no commit in flight and no failure to

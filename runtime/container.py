@@ -336,6 +336,28 @@ class Container:
             or tm.name == self.model.tasks[0].name
         )
 
+    def _read_for(
+        self, ti: TaskInstance, first_now: Mapping[SystemStreamPartition, int] | None = None
+    ) -> dict[SystemStreamPartition, int]:
+        """The offsets the container's first task holds of the broadcast adjunct partitions it reads for
+        `ti` too (into the store every task reads): `ti` checkpoints them as its own, so that a stream
+        turned back into a broadcast input of `process` resumes where the store had read it in every task
+        of the job, not in the first task only (the others at offsets kept from before it fed the store, or
+        at samza.offset.default). `first_now`: the first task's offsets captured for the same round of
+        commits; without it, those of its last completed commit (a task committed alone must not get ahead
+        of what the first task checkpointed: after a crash it would skip what the first reads again)."""
+        first = self._tasks[0] if self._tasks else None
+        if first is None or first is ti or not (self.job.broadcast and self.job.adjunct_inputs):
+            return {}
+        if first_now is None:
+            assert self._state is not None
+            first_now = self._state.commit_managers[first.name].committed_offsets
+        return {
+            ssp: first_now[ssp]
+            for ssp in ti.model.partitions
+            if ssp in first_now and not self._consumes(ti.model, ssp)
+        }
+
     def _adjunct_partitions(self, tm: TaskModel) -> dict[str, list[SystemStreamPartition]]:
         """Store -> the adjunct stream partitions the task writes into it."""
         out: dict[str, list[SystemStreamPartition]] = {}
@@ -696,7 +718,11 @@ class Container:
             return
         managers = self._state.commit_managers
         # The store write count with the offsets: both before anything is flushed.
-        captured = [(ti, dict(ti.offsets), ti.storage.writes()) for ti in tasks]
+        now = {ti.name: dict(ti.offsets) for ti in tasks}
+        first_now = now.get(self._tasks[0].name) if self._tasks else None
+        captured = [
+            (ti, {**self._read_for(ti, first_now), **now[ti.name]}, ti.storage.writes()) for ti in tasks
+        ]
         timer = not (wait or requested)
         if timer:
             # Tasks with something new first: their commits' producer flush then leaves no output pending
@@ -877,6 +903,7 @@ class Container:
                     self.registry,
                     self._clock,
                     self._hooks.version_clock,
+                    read_for=self._read_for,
                 )
                 self._eos.abort_changelogs(checkpoints)
             self._phase = "restoring"

@@ -58,8 +58,11 @@ class ExactlyOnceTasks:
         registry: m.MetricsRegistry,
         clock: Callable[[], float],
         version_clock: Callable[[], float] = time.time,
+        read_for: Callable[[TaskInstance], Mapping[SystemStreamPartition, int]] = lambda ti: {},
     ) -> None:
-        """`version_clock` (seconds, the same on every host: wall time) numbers the source tasks' versions."""
+        """`version_clock` (seconds, the same on every host: wall time) numbers the source tasks' versions;
+        `read_for(task)`: the offsets of partitions another task reads for it, checkpointed with its own
+        (the container's `_read_for`)."""
         self.job = job
         self._state = state
         self._producers = producers
@@ -68,6 +71,7 @@ class ExactlyOnceTasks:
         self._registry = registry
         self._clock = clock
         self._version_clock = version_clock
+        self._read_for = read_for
         #: Every task's transactional producer (closed with the container's).
         self.sinks: list[KafkaProducer] = []
         #: Set by the container's graceful stop before its final commit (`cut_source`).
@@ -179,7 +183,9 @@ class ExactlyOnceTasks:
         else:
             offsets, state = dict(eos.committed_offsets), eos.state()
         self._state.pending_eos[ti.name] = state
-        self._state.commit_managers[ti.name].commit(offsets, wait=True, requested=True)
+        # Not among `committed_offsets`: a rewind restores those as the partitions the task reads.
+        checkpointed = {**self._read_for(ti), **offsets}
+        self._state.commit_managers[ti.name].commit(checkpointed, wait=True, requested=True)
         eos.committed_offsets = offsets
         if advance:
             eos.send_markers()

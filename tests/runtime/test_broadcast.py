@@ -110,3 +110,47 @@ def test_a_broadcast_stream_may_be_listed_in_task_inputs_too(job_config, topics)
     assert job.inputs == [SystemStream("kafka", orders), SystemStream("kafka", ref)]
     config = _job(job_config, orders, ref, "out")
     assert JobConfig(Config(config)).inputs == [SystemStream("kafka", orders), SystemStream("kafka", ref)]
+
+
+@pytest.mark.parametrize("adjunct_first", [False, True], ids=["input-first", "adjunct-first"])
+@pytest.mark.parametrize(
+    ("factory", "exactly_once"),
+    [("rocksdb", False), ("inmemory", False), ("rocksdb", True)],
+    ids=["rocksdb", "inmemory", "rocksdb-exactly-once"],
+)
+def test_a_broadcast_stream_that_fed_an_adjunct_store_resumes_where_the_store_read_it_in_every_task(
+    factory, adjunct_first, exactly_once, job_config, topics, produce, run_job
+):
+    # Only the container's first task reads a broadcast adjunct stream (into the store all its tasks
+    # read): the others must checkpoint where it read too, or turned back into an input of process they
+    # resume at offsets kept from before (or at samza.offset.default) and process what the store took.
+    orders, ref, out = topics(4), topics(2), topics(2)
+    plain = _job(job_config, orders, ref, out)
+    adjunct = {
+        **plain,
+        "stores.ref.factory": factory,
+        "stores.ref.key.serde": "string",
+        "stores.ref.msg.serde": "string",
+        "stores.ref.adstore.input": f"kafka.{ref}",
+        f"systems.kafka.streams.{ref}.samza.bootstrap": "true",
+    }
+    if exactly_once:
+        # The checkpoints of the store's runs written in the tasks' transactions.
+        adjunct.update(
+            {
+                "job.processing.guarantee": "exactly_once",
+                "task.outputs": f"kafka.{out}",
+                "task.commit.ms": "60000",
+            }
+        )
+    phases = [adjunct] * adjunct_first + [plain, adjunct, plain, adjunct, plain]
+    for n, config in enumerate(phases):
+        messages = _produce_ref(produce, ref, 6 * n, 6)
+        RecordTask.SEEN.clear()
+        containers = run_job(config)
+        assert [[t.name for t in c.model.tasks] for c in containers] == [TASKS[0::2], TASKS[1::2]]
+        seen = Counter(RecordTask.SEEN)
+        if config is plain:  # every task processes the new messages, once: none the store took
+            assert seen == Counter({(task, p, o): 1 for task in TASKS for p, o in messages}), n
+        else:
+            assert not seen, n
