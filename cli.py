@@ -54,6 +54,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from samsa.deploy.local import LocalSupervisor, install_stop_handlers
 
     job = _load(args)
+    _refuse_in_process_brokers(job, here=args.container_id is not None)
     if args.container_id is not None:
         return _run_container(job, args)
     if job.deploy == "spark":
@@ -68,6 +69,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     supervisor = LocalSupervisor(job, passthrough)
     install_stop_handlers(supervisor.stop)
     return supervisor.run()
+
+
+def _refuse_in_process_brokers(job: JobConfig, here: bool) -> None:
+    """Refuses a system on an in-process in-memory broker (`inmemory://NAME`, the in-memory system's
+    default): each process started would get an empty broker of its own, where no topic is found. `here`:
+    the container runs in this process, which may hold that broker already (`main` called by a test that
+    made it): then it is used."""
+    from samsa.kafka.inmemory import is_in_process, is_open_here
+
+    for name, system in sorted(job.systems.items()):
+        url = system.bootstrap_servers
+        if not is_in_process(url) or (here and is_open_here(str(url))):
+            continue
+        prefix = f"systems.{name}."
+        where = ("bootstrap.servers", "consumer.bootstrap.servers", "producer.bootstrap.servers")
+        set_in = [k for k in where if job.config.get(prefix + k)]
+        key = (
+            f"{prefix}{set_in[0]}={system.bootstrap_servers}"
+            if set_in
+            else f"{prefix}samza.factory=inmemory (its bootstrap.servers defaults to "
+            f"{system.bootstrap_servers})"
+        )
+        raise ConfigError(
+            f"{key}: an in-process in-memory broker lives in one process, and `samsa run` starts the job's "
+            "containers in processes of their own, each with an empty broker; set "
+            f"systems.{name}.bootstrap.servers to a file-backed one, inmemory:///ABS/DIR (three slashes: an "
+            "absolute directory the processes share), or run the job with the TestRunner (docs/testing.md)"
+        )
 
 
 def _run_container(job: JobConfig, args: argparse.Namespace) -> int:
@@ -261,13 +290,21 @@ def _forget_stores(args: argparse.Namespace, changelog_only: bool) -> int:
         manager = checkpoint_manager(job, producer)
         stores = {s: logged.get(s) for s in args.store}
         backends = (CHANGELOG,) if changelog_only else None
-        dropped = forget_stores(manager, tasks, stores, backends, checkpoint_versions(job.config)[1])
+        emptied: dict[str, list[str]] = {}
+        read_versions = checkpoint_versions(job.config)[1]
+        dropped = forget_stores(manager, tasks, stores, backends, read_versions, emptied)
     finally:
         producer.close()
     what = "changelog position" if changelog_only else "state (changelog position, blob-store snapshot)"
     for task_name in sorted(tasks, key=_task_order):
         gone = dropped.get(task_name)
         print(f"{task_name}: {what} of {', '.join(gone)} dropped" if gone else f"{task_name}: no such {what}")
+        if emptied.get(task_name):
+            # Its changelog holds a cut-short rebuild: part old state, part rebuilt.
+            print(
+                f"{task_name}: the changelog of {', '.join(emptied[task_name])} was being rebuilt (cut "
+                "short): the next start empties the store and undoes what the changelog holds"
+            )
     # A store of no checkpoint and not of the job: a mistyped name, most likely.
     strays = sorted(s for s in set(args.store) - set(specs) if not any(s in g for g in dropped.values()))
     if strays:
@@ -495,6 +532,7 @@ def _cmd_state_bootstrap(args: argparse.Namespace) -> int:
         values=tuple(c.strip() for v in args.value or [] for c in v.split(",") if c.strip()),
         offsets=args.offsets,
         staging=args.staging,
+        partitioner=args.partitioner,
     )
     spark: Spark | None = None
 
@@ -786,6 +824,14 @@ def _task_order(name: str) -> tuple[int, str]:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# log4j's spelling, which a Samza user types out of habit, for the level Python calls WARNING.
+_LOG_LEVEL_ALIASES = {"WARN": "WARNING"}
+
+
+def _log_level(text: str) -> str:
+    """`--log-level`'s value in upper case, with log4j's WARN read as WARNING."""
+    level = text.upper()
+    return _LOG_LEVEL_ALIASES.get(level, level)
 
 
 def _log_level_option(default: str) -> argparse.ArgumentParser:
@@ -793,10 +839,11 @@ def _log_level_option(default: str) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--log-level",
-        type=str.upper,
+        type=_log_level,
         choices=LOG_LEVELS,
         default=default,
-        help="DEBUG, INFO, WARNING or ERROR, any case (default INFO); before or after the subcommand",
+        help="DEBUG, INFO, WARNING (or WARN) or ERROR, any case (default INFO); before or after the "
+        "subcommand",
     )
     return parent
 
@@ -924,6 +971,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     boot.add_argument(
         "--staging", type=Path, help="dir for the SST files (shared by executors and driver on a cluster)"
+    )
+    boot.add_argument(
+        "--partitioner",
+        choices=["murmur2", "consistent"],
+        help="place keys by this hash: murmur2 (Java's, Samsa's producers) or consistent (librdkafka's "
+        "CRC32 default); default: as the inputs' keyed records show",
     )
     boot.set_defaults(func=_cmd_state_bootstrap)
 

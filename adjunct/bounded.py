@@ -24,8 +24,9 @@ def has_end_marker(headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
 
 
 class BoundedDatasetEngine(KeyValueStore[bytes, bytes]):
-    """`KeyValueStore[bytes, bytes]` over a `VersionedStore`: `offset` is the stream offset of the records
-    the next `put_all` writes (set by the adjunct handler)."""
+    """`KeyValueStore[bytes, bytes]` over a `VersionedStore`: `offset` and `first` are the stream offsets of
+    the last and the first record whose entries the next `put_all` writes (set by the adjunct handler;
+    `first` None when unknown)."""
 
     def __init__(self, spec: StoreSpec, root: Path) -> None:
         self.name = spec.name
@@ -33,14 +34,20 @@ class BoundedDatasetEngine(KeyValueStore[bytes, bytes]):
         self.versions = VersionedStore(root, lambda path: open_engine(spec, path), spec.name)
         self._reader = self.versions.reader()
         self.offset = -1
+        self.first: int | None = None
 
     @property
     def resume_offset(self) -> int | None:
         """Where the stream is read from after a start: the start of the version still being built."""
         return self.versions.resume_offset
 
-    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int:
+    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int | None:
+        """Seals the version built so far (`VersionedStore.seal`); the version served after it."""
         return self.versions.seal(next_offset, mark)
+
+    def skips(self, offset: int) -> bool:
+        """Whether records up to `offset` are not written (`VersionedStore.skips`): discarded or replayed."""
+        return self.versions.skips(offset)
 
     def get(self, key: bytes) -> bytes | None:
         return self._reader.get(key)
@@ -64,7 +71,7 @@ class BoundedDatasetEngine(KeyValueStore[bytes, bytes]):
         self.put_all([(key, None)])
 
     def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        self.versions.write(entries, self.offset)
+        self.versions.write(entries, self.offset, self.first)
 
     def flush(self) -> None:
         self.versions.flush()

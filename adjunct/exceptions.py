@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from samsa.exceptions import InvalidConfigError, SamsaError
+from samsa.runtime.exceptions import TaskError
 
 if TYPE_CHECKING:
     from samsa.runtime.task import IncomingMessageEnvelope
@@ -45,3 +46,9 @@ class StoreSerdeMismatchError(AdjunctConfigError):
     """An adjunct store's key or msg serde cannot take what its extractor makes of its stream's records,
     and no record read fits it: every record would fail the same way, so it is the configuration, not a
     bad record (which the deserialization error policy would handle)."""
+
+
+class AdjunctStreamResetError(AdjunctError, TaskError):
+    """An adjunct store's stream went back while the job ran (a topic deleted and recreated: the consumer's
+    out-of-range position was reset): the store holds the deleted topic's rows. A task failure, not a
+    configuration error: the container's restart checks the store against the topic and rebuilds it."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from samsa.adjunct.exceptions import AdjunctConfigError, ExtractionError
+from samsa.factories import requires_positional
 from samsa.runtime.classpath import load_object
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.task import IncomingMessageEnvelope
@@ -22,6 +23,7 @@ __all__ = [
     "KeyValueExtractor",
     "extractor_factory_key",
     "extractor_for",
+    "extractor_options",
 ]
 
 Entry = tuple[Any, Any | None]
@@ -47,20 +49,35 @@ def extractor_factory_key(store: str) -> str:
     return f"stores.{store}.adstore.key.value.extractor.factory"
 
 
-def extractor_for(store: str, factory: str | None, key_serde: Serde[Any]) -> KeyValueExtractor:
+def extractor_options(config: Mapping[str, str], store: str) -> dict[str, str]:
+    """The keys of `store`'s extractor's own: `stores.<store>.adstore.key.value.extractor.<option>` but
+    `factory`, by option (the prefix stripped)."""
+    prefix = extractor_factory_key(store).removesuffix("factory")
+    return {
+        key[len(prefix) :]: value
+        for key, value in config.items()
+        if key.startswith(prefix) and key != extractor_factory_key(store)
+    }
+
+
+def extractor_for(
+    store: str, factory: str | None, key_serde: Serde[Any], options: Mapping[str, str] | None = None
+) -> KeyValueExtractor:
     """The extractor `factory` names for `store`: None is the envelope's own key and value, `debezium` the
     built-in CDC extractor, anything else a `module:attr` / `module.attr` path.
 
-    The path names an extractor instance, or a class or function that takes no arguments and returns
-    one (an object with `extract(envelope)`); `key_serde` is the store's key serde, which the Debezium
-    extractor renders keys for.
+    The path names an extractor instance, or a class or function that returns one (an object with
+    `extract(envelope)`): called with `options` (`extractor_options`: the extractor's own keys, as a
+    dict) when it takes one positional argument and cannot be called without it, else with none (so an
+    `__init__(self, field="name")` keeps its default). `key_serde` is the store's key serde,
+    which the Debezium extractor renders keys for.
     """
     if factory is None:
         return EnvelopeExtractor()
     path = factory.strip()
     if path.lower() == DEBEZIUM:
         return DebeziumExtractor(store, key_serde)
-    return _load(extractor_factory_key(store), path)
+    return _load(extractor_factory_key(store), path, dict(options or {}))
 
 
 class EnvelopeExtractor:
@@ -209,9 +226,13 @@ def _key_int(payload: Any, serde: str) -> int:
     )
 
 
-def _load(key: str, path: str) -> KeyValueExtractor:
-    """The extractor made by the factory at `path`; errors name `key` and say what it must be."""
-    need = "an extractor, or a class or function that takes no arguments and returns one"
+def _load(key: str, path: str, options: dict[str, str]) -> KeyValueExtractor:
+    """The extractor made by the factory at `path`, given `options` when it requires an argument; errors
+    name `key` and say what it must be."""
+    need = (
+        "an extractor, or a class or function that takes no arguments (or requires one: a dict of its own "
+        "keys) and returns one"
+    )
     try:
         target = load_object(path, key)
     except ConfigError as exc:
@@ -226,11 +247,22 @@ def _load(key: str, path: str) -> KeyValueExtractor:
         return extractor
     if not callable(target):
         raise AdjunctConfigError(key, f"{path!r} is a {type(target).__name__}; it must be {need}")
-    try:
-        extractor = target()
-    except Exception as exc:
+    given = requires_positional(target, 1)
+    if options and not given:
+        # Keys set for a factory that would not get them would silently do nothing.
+        prefix = key.removesuffix("factory")
         raise AdjunctConfigError(
-            key, f"{path!r}: calling it with no arguments failed: {exc!r}; it must be {need}"
+            key,
+            f"{path!r} can be called without arguments, so it is not given its options, yet "
+            f"{', '.join(prefix + option for option in sorted(options))} set them: make its first parameter "
+            "required (it gets them as a dict: def __init__(self, options)), or remove them",
+        )
+    try:
+        extractor = target(options) if given else target()
+    except Exception as exc:
+        called = f"with its options {options!r}" if given else "with no arguments"
+        raise AdjunctConfigError(
+            key, f"{path!r}: calling it {called} failed: {exc!r}; it must be {need}"
         ) from exc
     if not callable(getattr(extractor, "extract", None)):
         raise AdjunctConfigError(

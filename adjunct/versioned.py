@@ -10,6 +10,11 @@ point between versions:
 - a restart serves the version the pointer names and deletes every other `v<M>`: a build cut short (the
   stream is re-read from where that build started, `resume_offset`) or an old version whose deletion
   the crash interrupted;
+- a build whose first records are gone (deleted by retention before they were read) is not made: the
+  rest of its dataset is discarded up to its end-of-dataset marker (`discard_to_next_marker`), and the
+  next version starts after that. So that records outside any dataset (a transaction's commit record
+  after a marker) never pass for such a front, a build starts at the first record it reads
+  (`write`'s `first`), and the next start moves past what was read after a seal (`read_past`);
 - the pointer also records the settings the versions were built with (`samsa.adjunct.build`): a start
   with other settings drops every version before the store is opened (`drop_versions`, the pointer
   rewritten first) and the dataset is read again from the beginning of its stream.
@@ -57,9 +62,11 @@ class _Pointer:
 
     #: The version readers see; None before the first seal.
     sealed: int | None = None
-    #: Offset where the build after `sealed` starts (the offset after its end-of-dataset marker).
+    #: Offset where the build after `sealed` starts: the offset after its end-of-dataset marker, or the
+    #: consumer's position past it when nothing read since wrote into a build (`read_past`).
     next_start: int | None = None
-    #: The version being built and the offset its build started from (None: the stream's beginning).
+    #: The version being built and the offset its build started from: its first record read, not before
+    #: `next_start` (None: the stream's beginning).
     building: int | None = None
     building_start: int | None = None
     #: The end-of-dataset marker before `next_start`, as read: a restart checks that the topic still holds
@@ -124,6 +131,9 @@ class VersionedStore:
         self._open_engine = open_engine
         self._closed = False
         self._building: _Version | None = None
+        #: The first offset read while the records before the next end-of-dataset marker are discarded (the
+        #: front of their dataset was deleted before it was read: `discard_to_next_marker`); else None.
+        self._discarding: int | None = None
         root.mkdir(parents=True, exist_ok=True)
         self._pointer = self._recover()
         self._serving = _Serving(name)
@@ -151,6 +161,20 @@ class VersionedStore:
         )
         _save_pointer(self.root, self._pointer)
 
+    def discard_to_next_marker(self, first: int) -> None:
+        """The stream is read from offset `first`, past records of the dataset `resume_offset` starts that are
+        gone (deleted by retention before they were read): the records up to the next end-of-dataset marker
+        are the rest of an incomplete dataset. They are discarded, and that marker seals nothing: it only
+        marks where the next version starts (`seal`). The sealed version is served meanwhile. Not recorded:
+        a restart before the marker finds the resume offset below the partition's oldest one again."""
+        self._check_open()
+        self._discarding = first
+
+    @property
+    def discarding(self) -> bool:
+        """Whether the records read are discarded until the next end-of-dataset marker."""
+        return self._discarding is not None
+
     def record_build(self, build: Mapping[str, object]) -> None:
         """Records `build`, the settings the versions are built with from now on (`samsa.adjunct.build`),
         with the versions the pointer names. A pointer recording none (an older Samsa's, or a fresh one) gets
@@ -173,6 +197,34 @@ class VersionedStore:
         _save_pointer(self.root, self._pointer)
 
     @property
+    def resume_follows_marker(self) -> bool:
+        """Whether `resume_offset` is the offset right after the last end-of-dataset marker, no build under
+        way and nothing read after the marker recorded (`read_past`): the record there may be a
+        transaction's commit record, which no consumer ever reads, rather than the next dataset's first."""
+        pointer = self._pointer
+        return (
+            pointer.building is None
+            and pointer.next_start is not None
+            and (pointer.next_mark is None or pointer.next_start == pointer.next_mark.offset + 1)
+        )
+
+    def read_past(self, offset: int) -> None:
+        """The stream was read up to `offset` (the consumer's position), every record before it handed to
+        the store and none of them writing into a build: the next build starts there at the earliest. A
+        consumer's position moves past a transaction's commit record, which it never delivers; recorded, a
+        restart after retention deleted the sealed dataset up to that commit record does not take the
+        commit record for the deleted front of the next dataset."""
+        self._check_open()
+        pointer = self._pointer
+        if self._building is not None or self._discarding is not None or pointer.building is not None:
+            return  # a build records where it started itself (`write`)
+        if pointer.next_start is None or offset <= pointer.next_start:
+            return
+        self._pointer = replace(pointer, next_start=offset)
+        _save_pointer(self.root, self._pointer)
+        log.debug("store %r: the next version starts at offset %d at the earliest", self.name, offset)
+
+    @property
     def resume_offset(self) -> int | None:
         """Offset to re-read the stream from after a restart: where the unfinished (or next) build starts.
 
@@ -181,29 +233,39 @@ class VersionedStore:
         pointer = self._pointer
         return pointer.building_start if pointer.building is not None else pointer.next_start
 
-    def write(self, entries: Iterable[tuple[bytes, bytes | None]], offset: int) -> None:
+    def write(
+        self, entries: Iterable[tuple[bytes, bytes | None]], offset: int, first: int | None = None
+    ) -> None:
         """Apply `entries` (None values delete) to the version being built, starting one if none is.
 
-        `offset` is the offset of the batch's last record. A batch before the current build's start is a
-        redelivery of records a sealed version already holds (at-least-once replay) and is skipped.
+        `offset` is the offset of the batch's last record, `first` (when known) that of its first: a build
+        it starts records that it starts there, so a restart reads the stream again from the first record
+        the build read, not from a record before it that no consumer reads (a transaction's commit
+        record). A batch `skips` are not written.
         """
         self._check_open()
-        start = self._pointer.next_start
-        if start is not None and offset < start:
-            log.debug(
-                "store %r: skipping records up to offset %d, sealed before %d", self.name, offset, start
-            )
+        if self.skips(offset):
+            log.debug("store %r: not writing the records up to offset %d", self.name, offset)
             return
-        building = self._building or self._start_build()
+        building = self._building or self._start_build(first)
         building.engine.put_all(entries)
 
-    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int:
+    def skips(self, offset: int) -> bool:
+        """Whether `write` skips a batch whose last record is at `offset`: the rest of an incomplete dataset
+        (`discard_to_next_marker`), or a redelivery of records a sealed version already holds (at-least-once
+        replay: the batch is before the current build's start)."""
+        start = self._pointer.next_start
+        return self._discarding is not None or (start is not None and offset < start)
+
+    def seal(self, next_offset: int, mark: RecordMark | None = None) -> int | None:
         """Seal the version being built (an empty one if nothing was written) and switch readers to it.
 
         `next_offset` is where the next build starts (the offset after the end-of-dataset marker, whose
         `mark` a restart checks).
         Returns the sealed version's number. A marker replayed from before the current build (its
-        `next_offset` not beyond the last seal's) changes nothing and returns the sealed version.
+        `next_offset` not beyond the last seal's) changes nothing and returns the sealed version. The marker
+        ending an incomplete dataset (`discard_to_next_marker`) seals nothing: the next version starts after
+        it, and the version still served is returned (None before the first seal).
         """
         self._check_open()
         pointer = self._pointer
@@ -220,7 +282,24 @@ class VersionedStore:
                 pointer.sealed,
             )
             return pointer.sealed
-        building = self._building or self._start_build()
+        discarded_from = self._discarding
+        if discarded_from is not None:
+            self._pointer = replace(
+                pointer, next_start=next_offset, next_mark=mark, building=None, building_start=None
+            )
+            _save_pointer(self.root, self._pointer)
+            self._discarding = None
+            log.warning(
+                "store %r: discarded offsets %d to %d, the rest of a dataset whose first records were "
+                "deleted before they were read; the next version starts at offset %d%s",
+                self.name,
+                discarded_from,
+                next_offset - 1,
+                next_offset,
+                "" if pointer.sealed is None else f", version {pointer.sealed} served until it is sealed",
+            )
+            return pointer.sealed
+        building = self._building or self._start_build(None)
         _finish_build(building.engine)
         # The pointer must never name a dir whose entry a power loss could still take away.
         fsync_dir(building.path)
@@ -306,9 +385,12 @@ class VersionedStore:
             )
         return pointer
 
-    def _start_build(self) -> _Version:
+    def _start_build(self, first: int | None) -> _Version:
         number = (self._pointer.sealed or 0) + 1
-        self._pointer = replace(self._pointer, building=number, building_start=self._pointer.next_start)
+        start = self._pointer.next_start
+        if first is not None:
+            start = first if start is None else max(start, first)
+        self._pointer = replace(self._pointer, building=number, building_start=start)
         _save_pointer(self.root, self._pointer)
         path = self._dir(number)
         if path.exists():

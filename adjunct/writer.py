@@ -90,21 +90,30 @@ class AdjunctWriter:
         self, envelopes: list[IncomingMessageEnvelope], extracted: list[Iterable[Entry] | None]
     ) -> None:
         entries: list[Entry] = []
+        first: int | None = None  # the offset of the first record whose entries are in `entries`
         for envelope, found in zip(envelopes, extracted, strict=True):
             if found is None:
                 assert self._bounded is not None
-                self._put(entries, envelope.offset - 1)
-                entries = []
+                self._put(entries, envelope.offset - 1, first)
+                entries, first = [], None
                 self._writer.flush()  # every record of the version reaches it before the seal
                 # The marker's mark: a restart checks the topic still holds it (not recreated since).
                 stamp = envelope.timestamp
                 mark = None if stamp is None else RecordMark(envelope.offset, stamp)
                 version = self._bounded.seal(envelope.offset + 1, mark)
-                log.info("adjunct store %s of %s: version %d sealed", self.store, self.task, version)
+                log.info(
+                    "adjunct store %s of %s: end-of-dataset marker at offset %d read; serving version %s",
+                    self.store,
+                    self.task,
+                    envelope.offset,
+                    version,
+                )
                 continue
+            if first is None:
+                first = envelope.offset
             entries.extend(found)
         if envelopes:
-            self._put(entries, envelopes[-1].offset)
+            self._put(entries, envelopes[-1].offset, first)
 
     def _refused(
         self, envelopes: list[IncomingMessageEnvelope], extracted: list[Iterable[Entry] | None]
@@ -170,15 +179,20 @@ class AdjunctWriter:
         except Exception:
             return True  # cannot tell: no evidence that the serde fits
 
-    def _put(self, entries: list[Entry], offset: int) -> None:
+    def _put(self, entries: list[Entry], offset: int, first: int | None = None) -> None:
+        """Writes `entries`, of the records from offset `first` to `offset` (a bounded dataset's build
+        starts at `first`)."""
         if not entries:
             return
-        if self._bounded is not None:
-            self._bounded.offset = offset
+        bounded = self._bounded
+        if self._progress is not None:
+            self._progress.records += len(entries)  # read, written or not: the progress is the stream's
+        if bounded is not None:
+            if bounded.skips(offset):
+                return  # discarded or replayed: not written, so not counted as written
+            bounded.offset, bounded.first = offset, first
         self._writer.put_all(entries)
         self._stored.inc(len(entries))
-        if self._progress is not None:
-            self._progress.records += len(entries)
 
 
 # A serde taking values of these types, suggested when a store's serde takes none of its records.

@@ -195,6 +195,11 @@ class TaskCommitManager:
         return True
 
     @property
+    def max_idle_ms(self) -> float:
+        """How old the last completed commit may grow (`idle_commit_bound_ms`); inf without a changelog."""
+        return self._max_idle_s * 1000
+
+    @property
     def committed_offsets(self) -> Mapping[SystemStreamPartition, int]:
         """The input offsets of the last commit whose async phase completed (empty before the first)."""
         return {} if self._committed is None else self._committed[0]

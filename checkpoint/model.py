@@ -33,6 +33,10 @@ class Checkpoint:
     input_counts: dict[SystemStream, int] = field(default_factory=dict)
     #: As `CheckpointV2.kept_inputs`.
     kept_inputs: frozenset[SystemStreamPartition] = frozenset()
+    #: The whole changelog marker of a position of `changelog_offsets` that says more than its offset (a
+    #: rebuild of a lost changelog begun, the state given up: `samsa.stores.changelog.marker`), opaque here.
+    #: Absent from a commit's checkpoint; an older reader ignores it.
+    changelog_marks: dict[SystemStreamPartition, str] = field(default_factory=dict)
     version: ClassVar[int] = 1
 
 
@@ -115,6 +119,8 @@ def encode(checkpoint: AnyCheckpoint) -> bytes:
                     "partition": p.partition,
                     "checkpointId": cp_id,
                     "offset": None if o is None else str(o),
+                    # An added field, absent from a commit's entries: an older reader ignores it.
+                    **({"marker": checkpoint.changelog_marks[p]} if p in checkpoint.changelog_marks else {}),
                 }
                 for p, (cp_id, o) in sorted(checkpoint.changelog_offsets.items())
             ]
@@ -141,13 +147,16 @@ def decode(raw: bytes, where: str) -> Checkpoint:
         _check_version(data, 1, default=1)
         offsets = _read_offsets(data["offsets"])
         changelog: dict[SystemStreamPartition, tuple[str, int | None]] = {}
+        marks: dict[SystemStreamPartition, str] = {}
         for e in data.get("changelogOffsets", []):
             cp_id = str(CheckpointId.parse(e["checkpointId"]))
             changelog[_ssp(e)] = (cp_id, None if e["offset"] is None else int(e["offset"]))
+            if isinstance(e.get("marker"), str):
+                marks[_ssp(e)] = e["marker"]
     except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
         raise _unreadable(where, e) from e
     counts = _read_counts(data.get("inputPartitionCounts"))
-    return Checkpoint(offsets, changelog, counts, _read_kept(data.get("keptInputs"), offsets))
+    return Checkpoint(offsets, changelog, counts, _read_kept(data.get("keptInputs"), offsets), marks)
 
 
 def decode_v2(raw: bytes, where: str) -> CheckpointV2:

@@ -14,6 +14,8 @@ from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, StoredCheckpo
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
 from samsa.checkpoint.versions import DEFAULT_WRITE_VERSIONS
 from samsa.stores.backends import CHANGELOG
+from samsa.stores.changelog.exceptions import ChangelogMarkerError
+from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStream, SystemStreamPartition
 
 # The last millisecond of year 9999, the latest time an ISO time can write: a larger number is a typo (and
@@ -163,6 +165,22 @@ def _read_back(written: list[AnyCheckpoint], read_versions: Sequence[int]) -> An
     return written[0]
 
 
+def with_changelog_markers(checkpoint: AnyCheckpoint, markers: Mapping[str, str]) -> AnyCheckpoint:
+    """The checkpoint with the changelog markers of `markers` (store -> marker) in place of its own, its id,
+    input offsets and everything else kept: a V2 record holds them as they are, a V1 record (which names no
+    store) beside its position on the marker's changelog partition (`Checkpoint.changelog_marks`)."""
+    if isinstance(checkpoint, CheckpointV2):
+        state = {backend: dict(m) for backend, m in checkpoint.state_markers.items()}
+        state[CHANGELOG] = {**state.get(CHANGELOG, {}), **markers}
+        return replace(checkpoint, state_markers=state)
+    marks = dict(checkpoint.changelog_marks)
+    for store, text in markers.items():
+        ssp = ChangelogMarker.decode(text, store).changelog
+        if ssp in checkpoint.changelog_offsets:
+            marks[ssp] = text
+    return replace(checkpoint, changelog_marks=marks)
+
+
 def forget_changelogs(
     manager: KafkaCheckpointManager,
     tasks: Iterable[str],
@@ -181,13 +199,19 @@ def forget_stores(
     stores: Mapping[str, SystemStream | None],
     backends: Collection[str] | None = None,
     read_versions: Sequence[int] | None = None,
+    emptied: dict[str, list[str]] | None = None,
 ) -> dict[str, list[str]]:
     """Drops the markers of `stores` (store -> its changelog, None for one without: a V1 record names no
     store, only the changelog it has a position on) of `backends` (None: every backend's, the changelog
     position and the blob-store snapshot alike) from each task's checkpoint records the job still reads,
     keeping everything else, so that the next start restores those stores without the state the markers
     pointed at (`samsa checkpoint forget-store`). Returns task -> the stores dropped from its checkpoint; a
-    task whose checkpoint has none of them is not written."""
+    task whose checkpoint has none of them is not written.
+
+    A store whose changelog a cut-short start was rebuilding (its marker says `rebuilding`) keeps a marker
+    saying the state was given up instead (`given_up`): its changelog holds part of the old state, and
+    restoring what it holds would mix old counts with new ones, so the next start empties the store and
+    undoes what the changelog holds. `emptied` gets task -> those stores."""
     reads = manager.read_versions if read_versions is None else list(read_versions)
     stored = manager.read_records()
     dropped: dict[str, list[str]] = {}
@@ -196,13 +220,19 @@ def forget_stores(
         winner = choose(list(records.values()), reads, manager.live_max_age_ms)
         kept = [r.checkpoint for r in records.values() if _still_read(r, winner, manager)]
         gone: set[str] = set()
-        fresh = [_without_stores(c, stores, backends, gone) for c in sorted(kept, key=lambda c: c.version)]
+        given_up: set[str] = set()
+        fresh = [
+            _without_stores(c, stores, backends, gone, given_up)
+            for c in sorted(kept, key=lambda c: c.version)
+        ]
         if not gone:
             continue
         # Every record still read is written again together, so the same version keeps winning.
         for checkpoint in fresh:
             manager.write(task_name, checkpoint)
         dropped[task_name] = sorted(gone)
+        if given_up and emptied is not None:
+            emptied[task_name] = sorted(given_up)
     manager.flush()
     return dropped
 
@@ -212,15 +242,23 @@ def _without_stores(
     stores: Mapping[str, SystemStream | None],
     backends: Collection[str] | None,
     gone: set[str],
+    given_up: set[str],
 ) -> AnyCheckpoint:
     """The checkpoint without the markers of `stores` of `backends` (None: all); `gone` gets the stores it
-    had one of."""
+    had one of. A changelog marker of an unsealed rebuild, of the changelog the store has now, is replaced
+    by one saying the state was given up (`given_up` gets the store), not dropped."""
     if isinstance(checkpoint, CheckpointV2):
         state: dict[str, dict[str, str]] = {}
         for backend, markers in checkpoint.state_markers.items():
             drop = backends is None or backend in backends
             gone.update(s for s in markers if drop and s in stores)
             state[backend] = {s: m for s, m in markers.items() if not (drop and s in stores)}
+            if drop and backend == CHANGELOG:
+                for s, m in markers.items():
+                    emptied = _given_up(m, s, stores.get(s)) if s in stores else None
+                    if emptied is not None:
+                        state[backend][s] = emptied
+                        given_up.add(s)
         return replace(checkpoint, state_markers=state)
     if backends is not None and CHANGELOG not in backends:
         return checkpoint
@@ -230,4 +268,25 @@ def _without_stores(
         by_stream[s.system_stream] for s in checkpoint.changelog_offsets if s.system_stream in by_stream
     )
     offsets = {s: o for s, o in checkpoint.changelog_offsets.items() if s.system_stream not in by_stream}
-    return replace(checkpoint, changelog_offsets=offsets)
+    marks = {s: m for s, m in checkpoint.changelog_marks.items() if s.system_stream not in by_stream}
+    for ssp, mark in checkpoint.changelog_marks.items():
+        store = by_stream.get(ssp.system_stream)
+        emptied = None if store is None else _given_up(mark, store, ssp.system_stream)
+        if store is not None and emptied is not None and ssp in checkpoint.changelog_offsets:
+            offsets[ssp], marks[ssp] = checkpoint.changelog_offsets[ssp], emptied
+            given_up.add(store)
+    return replace(checkpoint, changelog_offsets=offsets, changelog_marks=marks)
+
+
+def _given_up(marker: str, store: str, changelog: SystemStream | None) -> str | None:
+    """The marker saying the store's state was given up, for a marker of an unsealed rebuild (or one given up
+    already) of `changelog` (the store's changelog now); None for any other marker (dropped)."""
+    try:
+        decoded = ChangelogMarker.decode(marker, store)
+    except ChangelogMarkerError:
+        return None
+    if changelog is None or decoded.changelog.system_stream != changelog:
+        return None  # the store has no changelog now, or another one: nothing of this one is restored
+    if decoded.rebuilding is None and not decoded.given_up:
+        return None
+    return replace(decoded, rebuilding=None, given_up=True).encode()

@@ -1,8 +1,10 @@
-"""State bootstrap: a store of every task filled from a dataset, keys placed as Kafka partitions them, and
-sealed as each task's checkpointed state (local dirs, changelog, blob-store snapshot).
+"""State bootstrap: a store of every task filled from a dataset, keys placed as the inputs' producers place
+them, and sealed as each task's checkpointed state (local dirs, changelog, blob-store snapshot).
 
-The Spark batch job (`deploy.spark.run_bootstrap`) reads the dataset, serializes each row with the store's
-serdes, partitions by `partition_for(key)`, sorts each partition and calls `write_partition` on the
+The driver first samples the inputs' keyed records to tell which hash their producers place keys by
+(`deploy.key_placement`: murmur2 or librdkafka's CRC32). The Spark batch job (`deploy.spark.run_bootstrap`)
+reads the dataset, serializes each row with the store's serdes, partitions by that hash of the serialized
+key, sorts each partition and calls `write_partition` on the
 executors: one SST file per task partition in a staging dir, plus the rows on the store's changelog.
 The driver (`bootstrap_state`) restores every task's stores first (so that the changelog's new records
 are not taken for uncommitted writes), ingests the SST files, then commits each task through the
@@ -31,8 +33,8 @@ from samsa.checkpoint.commit import wait_all
 from samsa.checkpoint.tool import live_containers, parse_reset_target
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.deploy.exceptions import BootstrapError
+from samsa.deploy.key_placement import MURMUR2, detect_partitioner, placer
 from samsa.kafka import KafkaProducer
-from samsa.kafka.partitioner import partition_for
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.offsets import InputOffsets
 from samsa.serde.base import fast_to_bytes
@@ -71,6 +73,8 @@ class BootstrapRequest:
     offsets: str = "latest"
     #: Where the SST files are staged (default: next to the job's store dirs, so ingest moves them).
     staging: Path | None = None
+    #: How keys are placed in task partitions (`key_placement.PARTITIONERS`); None: as the inputs show.
+    partitioner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class BootstrapPlan:
     #: (system, topic) of the store's changelog, and the producer config of its system; None without one.
     changelog: tuple[str, str] | None
     producer_config: dict[str, Any]
+    #: The hash placing a serialized key in its task partition (`key_placement.PARTITIONERS`).
+    partitioner: str = MURMUR2
 
     def sst_path(self, partition: int) -> Path:
         return Path(self.staging) / f"partition-{partition}.sst"
@@ -324,13 +330,15 @@ class _Counted:
         self.bytes = size
 
 
-def key_partitioner(partitions: int) -> Callable[[bytes], int]:
-    """Serialized key -> its task partition, as Kafka's producers place it."""
-    return lambda key: partition_for(key, partitions)
+def key_partitioner(partitions: int, partitioner: str = MURMUR2) -> Callable[[bytes], int]:
+    """Serialized key -> its task partition, as the inputs' producers place it (`partitioner`)."""
+    return placer(partitioner, partitions)
 
 
 # -- driver side -----------------------------------------------------------------------------------
-def plan_bootstrap(job: JobConfig, request: BootstrapRequest, partitions: int) -> BootstrapPlan:
+def plan_bootstrap(
+    job: JobConfig, request: BootstrapRequest, partitions: int, partitioner: str = MURMUR2
+) -> BootstrapPlan:
     """Checks the request against the job's config and lays out the batch job."""
     from samsa.runtime.coordinator import client_config
     from samsa.runtime.state import changelogs
@@ -354,6 +362,7 @@ def plan_bootstrap(job: JobConfig, request: BootstrapRequest, partitions: int) -
         staging=str(Path(staging) / uuid.uuid4().hex[:12]),
         changelog=(stream.system, stream.stream) if stream else None,
         producer_config=client_config(job, stream.system, "producer") if stream else {},
+        partitioner=partitioner,
     )
 
 
@@ -379,7 +388,7 @@ def _store_spec(job: JobConfig, store: str) -> StoreSpec:
 
 def task_partitions(job: JobConfig, counts: dict[Any, int]) -> int:
     """The task count (GroupByPartition); every grouped input must have as many partitions, since a key
-    belongs to partition `partition_for(key, n)` of each of them."""
+    belongs to the same partition (its hash modulo n) of each of them."""
     grouped = {ss: n for ss, n in counts.items() if ss not in job.broadcast_streams}
     if len(set(grouped.values())) != 1:
         listed = ", ".join(f"{ss} ({n})" for ss, n in sorted(grouped.items()))
@@ -410,8 +419,11 @@ def bootstrap_state(
     _store_spec(job, request.store)  # fail before touching the broker
     coordinator = JobCoordinator(job)
     partitions = task_partitions(job, coordinator.partition_counts())
+    # Before anything is written: a row placed by another hash than the producers' never meets its messages.
+    placement = detect_partitioner(job, partitions, request.partitioner)
+    out(placement.line())
     model = coordinator.prepare()  # topics checked; checkpoint topic and changelogs created
-    plan = plan_bootstrap(job, request, partitions)
+    plan = plan_bootstrap(job, request, partitions, placement.partitioner)
     with _TaskStates(job, list(model.tasks)) as states:
         if plan.changelog:
             # Sealed before the changelog grows: should the batch job fail, the next restore undoes its

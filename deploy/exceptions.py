@@ -15,6 +15,10 @@ class SparkMissingError(SparkError):
     """The `spark` extra (pyspark) is not installed."""
 
 
+class SparkJvmLostError(SparkError):
+    """Spark's JVM (the driver's gateway) exited while the job ran: every container went with it."""
+
+
 class ControlError(DeployError):
     """The driver's control channel refused a container, or cannot be reached."""
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import pickle
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from samsa.deploy.exceptions import BootstrapError, SparkError, SparkMissingError
+from samsa.deploy.exceptions import BootstrapError, SparkError, SparkJvmLostError, SparkMissingError
 from samsa.runtime.config.job import JobConfig
 
 if TYPE_CHECKING:
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 try:  # an optional extra: the local deployment and every other module work without it
+    from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
     from pyspark import SparkConf, SparkContext, TaskContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.rdd import RDD
     from pyspark.serializers import CPickleSerializer
     from pyspark.sql import SparkSession
@@ -40,6 +43,8 @@ except ImportError as e:  # pragma: no cover - exercised only where the extra is
 QUIET_LOG_LEVEL = "ERROR"
 # The same for the lines logged before the level can be set, on the driver's and the executors' JVMs.
 QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+# How long a failed call through the gateway waits for the JVM's exit to show (the socket closes first).
+_JVM_EXIT_WAIT_S = 5.0
 
 
 def require_pyspark() -> None:
@@ -132,11 +137,14 @@ class Spark:
             spark_conf = spark_conf.set(key, str(value))
         self.master = master
         logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per closed gateway connection
+        # py4j logs each failed call of a lost JVM (with its traceback) on the root logger, not its own.
+        logging.getLogger().addFilter(_drop_py4j_records)
         started = time.monotonic()
         try:
-            self._sc = SparkContext.getOrCreate(spark_conf)
+            self._sc = _context(spark_conf)
         except Exception as e:
             raise SparkError(f"cannot start Spark with master {master!r}: {e}") from e
+        self._quiet_accumulator_server()
         self._sc.setLogLevel(settings.get("spark.log.level", QUIET_LOG_LEVEL))
         log.info("Spark context up (master %s) in %.1f s", master, time.monotonic() - started)
 
@@ -173,12 +181,14 @@ class Spark:
         """Starts `workers` Python workers with the container runtime imported (and boto3's S3 models
         parsed, `warm_s3`): Spark reuses idle workers, so the containers' tasks start at once instead of
         forking and importing first (a second or so), and make their S3 client in ~10 ms."""
-        self._sc.setJobGroup("samsa-warm-up", "start Python workers for Samsa's containers")
         load = functools.partial(_import_container_runtime, warm_s3)
         try:
+            self._sc.setJobGroup("samsa-warm-up", "start Python workers for Samsa's containers")
             self._sc.parallelize(range(workers), workers).foreach(load)
         except Exception as e:
-            raise SparkError(f"Spark cannot run Python tasks: {_spark_failure(e)}") from e
+            raise self._lost_jvm(e) or SparkError(
+                f"Spark cannot run Python tasks: {_spark_failure(e)}"
+            ) from e
 
     # -- long-running single-task jobs -------------------------------------------------------------
     def run_task(
@@ -190,18 +200,18 @@ class Spark:
         preferred: Sequence[str] = (),
     ) -> Any:
         """Runs `func(payload)` as the one task of a new Spark job under job group `group` and returns its
-        result; blocks until it ends, raising SparkError when the task (or its executor) failed."""
-        self._sc.setJobGroup(group, description, interruptOnCancel=True)
-        rdd = self._one_element(payload, preferred)
+        result; blocks until it ends, raising SparkError when the task (or its executor) failed, and
+        SparkJvmLostError when Spark's JVM is gone (every task with it)."""
 
         def run(items: Iterable[Any]) -> Iterator[Any]:
             for item in items:
                 yield func(item)
 
         try:
-            results = rdd.mapPartitions(run).collect()
+            self._sc.setJobGroup(group, description, interruptOnCancel=True)
+            results = self._one_element(payload, preferred).mapPartitions(run).collect()
         except Exception as e:
-            raise SparkError(_spark_failure(e)) from e
+            raise self._lost_jvm(e) or SparkError(_spark_failure(e)) from e
         return results[0] if results else None
 
     def _one_element(self, payload: Any, preferred: Sequence[str]) -> Any:
@@ -222,8 +232,13 @@ class Spark:
         return RDD(java_rdd, self._sc, CPickleSerializer())
 
     def cancel(self, group: str) -> None:
-        """Cancels the group's jobs: Spark kills their Python workers (no `finally` runs)."""
-        self._sc.cancelJobGroup(group)
+        """Cancels the group's jobs: Spark kills their Python workers (no `finally` runs). Nothing to
+        cancel when the JVM is gone."""
+        try:
+            self._sc.cancelJobGroup(group)
+        except Exception as e:
+            if self._lost_jvm(e) is None:
+                raise
 
     def place_of(self, stage_id: int, task_attempt_id: int) -> TaskPlace | None:
         """The executor a task attempt ran on, from the driver's status store (None when not known yet)."""
@@ -236,7 +251,69 @@ class Spark:
         return None
 
     def stop(self) -> None:
-        self._sc.stop()
+        """Stops the SparkContext (its JVM exits with this process); a lost JVM has nothing to stop."""
+        try:
+            self._sc.stop()
+        except Exception as e:
+            if self._lost_jvm(e) is None:
+                raise
+            log.debug("Spark's JVM was gone when its context was stopped: %s", e)
+
+    def _lost_jvm(self, error: BaseException) -> SparkJvmLostError | None:
+        """A SparkJvmLostError when `error` came of Spark's JVM having exited, else None (a job's failure)."""
+        if isinstance(error, SparkJvmLostError):
+            return error
+        if isinstance(error, Py4JJavaError) or not isinstance(error, Py4JError | ConnectionError):
+            return None  # an exception thrown in the JVM, which still runs, or no gateway call at all
+        process = getattr(SparkContext._gateway, "proc", None)
+        if process is None:  # a gateway made elsewhere: its connection failing is all there is to go on
+            return SparkJvmLostError(
+                f"Spark's JVM cannot be reached ({type(error).__name__}: {error}); the containers are "
+                "gone; start the job again"
+            )
+        with contextlib.suppress(Exception):  # the socket closes before the exit shows
+            process.wait(_JVM_EXIT_WAIT_S)
+        status = process.poll()
+        if status is None:
+            return None
+        how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+        return SparkJvmLostError(
+            f"Spark's JVM (pid {process.pid}) exited unexpectedly ({how}: killed, or out of memory?); "
+            "the containers are gone; start the job again"
+        )
+
+    def _quiet_accumulator_server(self) -> None:
+        """No traceback on stderr from pyspark's accumulator server when the JVM's connection drops (a
+        lost JVM is reported once, by the driver)."""
+        server = getattr(self._sc, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = _accumulator_error
+
+
+def _context(conf: SparkConf) -> SparkContext:
+    """The process's SparkContext; a new one's JVM starts in a session of its own.
+
+    pyspark starts the JVM in the driver's process group, ignoring only SIGINT: a SIGTERM to the group
+    (`kill -- -PGID`, a terminal's hangup) would run the JVM's shutdown hook, which stops the SparkContext
+    and kills every container before the driver's graceful stop. The JVM still exits with the driver: it
+    exits when its stdin, a pipe from the driver, closes. (pyspark's Python workers have a process group
+    of their own already.)
+    """
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active
+    new_session = {"start_new_session": True}
+    gateway = SparkContext._gateway or launch_gateway(conf, popen_kwargs=new_session)  # type: ignore[no-untyped-call]
+    return SparkContext(conf=conf, gateway=gateway)
+
+
+def _drop_py4j_records(record: logging.LogRecord) -> bool:
+    """False for py4j's records on the root logger (a traceback per failed call of a lost JVM)."""
+    return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
+def _accumulator_error(request: object, client_address: object) -> None:
+    log.debug("pyspark's accumulator server lost its connection from %s", client_address)
 
 
 def _import_container_runtime(warm_s3: bool, _: object) -> None:
@@ -281,9 +358,9 @@ def batch_master(job: JobConfig) -> str:
 def run_bootstrap(
     spark: Spark, plan: BootstrapPlan, on_done: Callable[[PartitionResult], None]
 ) -> list[PartitionResult]:
-    """The batch job of a state bootstrap: read the dataset, serialize and place each row as Kafka would
-    (`partition_for` of the serialized key), sort each task partition by key and have `write_partition`
-    write it; `on_done` is called as each partition completes.
+    """The batch job of a state bootstrap: read the dataset, serialize and place each row as the inputs'
+    producers would (`plan.partitioner`'s hash of the serialized key), sort each task partition by key and
+    have `write_partition` write it; `on_done` is called as each partition completes.
 
     With pyarrow, rows reach Python as Arrow batches (columns, not pickled rows) and the shuffle and sort
     run in the JVM on the serialized bytes; without it, on RDDs of Python rows (slower, same result).
@@ -347,7 +424,7 @@ def _rdd_job(frame: Any, plan: BootstrapPlan) -> Callable[[], list[PartitionResu
         yield write_partition(plan, index, entries)
 
     placed = frame.rdd.mapPartitions(encode).repartitionAndSortWithinPartitions(
-        plan.partitions, key_partitioner(plan.partitions)
+        plan.partitions, key_partitioner(plan.partitions, plan.partitioner)
     )
     return lambda: list(placed.mapPartitionsWithIndex(write).collect())
 
@@ -371,10 +448,11 @@ def _arrow_job(frame: Any, plan: BootstrapPlan) -> Callable[[], list[PartitionRe
 def _arrow_encoder(plan: BootstrapPlan, slots: list[int]) -> Callable[[Iterable[Any]], Iterator[Any]]:
     def encode(batches: Iterable[Any]) -> Iterator[Any]:
         from samsa.deploy.bootstrap import column_encoders, row_encoder
-        from samsa.kafka.partitioner import partitions_for
+        from samsa.deploy.key_placement import batch_placer
 
         pa = _arrow()
         encoders = column_encoders(plan)
+        partitions_for = batch_placer(plan.partitioner)
         for batch in batches:
             key_column, value_columns = batch.column(0), batch.columns[1:]
             try:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from samsa.deploy.control import ControlServer, new_secret
-from samsa.deploy.exceptions import SparkError
+from samsa.deploy.exceptions import SparkError, SparkJvmLostError
 from samsa.deploy.local import unless_stopped
 from samsa.deploy.partition_watch import PartitionWatch, restarts_on_change
 from samsa.deploy.restarts import CONFIG_ERROR_EXIT, NO_RESTART, RESTART_WINDOW_S, RestartBudget
@@ -80,6 +80,8 @@ class SparkSupervisor:
         self.failed = False
         #: A container stopped on a configuration error: exit status 2, as under the local supervisor.
         self.config_error = False
+        #: Spark's JVM exited under the job (every container went with it): reported once, by `run`.
+        self.jvm_lost: SparkJvmLostError | None = None
         self.model: JobModel | None = None
 
     def stop(self) -> None:
@@ -96,6 +98,9 @@ class SparkSupervisor:
         input's partition count changed under a job with durable stores). On such a change a job without
         them is restarted with a new job model, on the same SparkContext and control server."""
         self.model = model = JobCoordinator(self.job).prepare()
+        if self._stop_requested:
+            log.info("job %s stopped before Spark started: no container was started", self.job.job_key)
+            return 0
         master = self.job.spark_master or default_master(len(model.containers), self.job.spark_max_failures)
         conf = spark_conf(self.job)
         owned = self._spark is None
@@ -107,9 +112,14 @@ class SparkSupervisor:
         self.control = control = ControlServer(self._secret, host=driver_host(conf, master))
         control.start()
         try:
-            spark.await_executors(1)
-            spark.warm_up(min(len(model.containers), spark.slots()), uses_s3(self.job))
-            while True:
+            # A stop during Spark's start (seconds) is acted on before each further step of it.
+            if not self._stop_requested:
+                spark.await_executors(1)
+            if not self._stop_requested:
+                spark.warm_up(min(len(model.containers), spark.slots()), uses_s3(self.job))
+            if self._stop_requested:
+                log.info("job %s stopped while Spark started: no container was started", self.job.job_key)
+            while not self._stop_requested:
                 changes = self._run_model(spark, model, master)
                 if not changes or self._stop_requested or self.failed:
                     break
@@ -127,6 +137,9 @@ class SparkSupervisor:
             control.close()
             if owned:
                 spark.stop()
+        if self.jvm_lost is not None:
+            log.error("job %s: %s", self.job.job_key, self.jvm_lost)
+            return 1
         return 2 if self.config_error else 1 if self.failed else 0
 
     def _next_model(self, control: ControlServer) -> JobModel | None:
@@ -224,6 +237,12 @@ class SparkSupervisor:
                     f"it stopped after no word from the driver for {self.job.heartbeat_timeout_ms} ms "
                     "(deploy.spark.heartbeat.timeout.ms): the driver was stalled or cut off from its executor"
                 )
+            except SparkJvmLostError as e:
+                # Every container went with the JVM, and nothing can be started through its gateway again.
+                self.jvm_lost = self.jvm_lost or e
+                self.failed = True
+                self._stopping = True
+                return
             except SparkError as e:
                 self._note_place(spark, slot)
                 slot.error = self._last_error(slot, e)

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 # confluent_kafka.admin re-exports these without __all__, which strict mypy rejects: import their homes.
-from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._config import ConfigResource, ConfigSource
 from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
@@ -90,15 +90,24 @@ class KafkaAdmin:
 
     def topic_config(self, name: str) -> dict[str, str]:
         """The topic's effective configuration (defaults included)."""
+        entries = self._topic_entries(name)
+        return {key: entry.value for key, entry in entries.items() if entry.value is not None}
+
+    def broker_defaults(self, name: str) -> set[str]:
+        """The settings of the topic that it takes from the broker (not set on the topic itself); a setting
+        whose source the broker does not say is left out."""
+        own = (ConfigSource.UNKNOWN_CONFIG.value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        return {key for key, entry in self._topic_entries(name).items() if entry.source not in own}
+
+    def _topic_entries(self, name: str) -> dict[str, Any]:
         futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
         try:
-            entries = next(iter(futures.values())).result(timeout=self._timeout)
+            return dict(next(iter(futures.values())).result(timeout=self._timeout))
         except KafkaException as e:
             err = _error_of(e)
             if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise TopicNotFoundError([name], self._bootstrap) from e
             raise KafkaSystemError(f"Cannot describe the config of topic {name!r}: {e.args[0]}") from e
-        return {key: entry.value for key, entry in entries.items() if entry.value is not None}
 
     def create_topic(
         self,

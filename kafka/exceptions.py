@@ -15,9 +15,15 @@ class TopicNotFoundError(KafkaSystemError):
     def __init__(self, topics: list[str], bootstrap_servers: str | None = None) -> None:
         self.topics = sorted(topics)
         where = f" on {bootstrap_servers}" if bootstrap_servers else ""
+        # kafka-topics is not at hand with the embedded broker nor the in-memory system: KafkaAdmin is.
+        servers = bootstrap_servers or "<bootstrap.servers>"
         super().__init__(
-            f"Topic(s) {', '.join(repr(t) for t in self.topics)} not found{where}. "
-            "Create them first (kafka-topics --create) or check the stream names in the job config."
+            f"Topic(s) {', '.join(repr(t) for t in self.topics)} not found{where}. Create them first, each "
+            "with as many partitions as the job needs (one task per input partition): with kafka-topics "
+            f"--create on Kafka, or with samsa.kafka.KafkaAdmin({{'bootstrap.servers': {servers!r}}})"
+            f".create_topic({self.topics[0]!r}, <partitions>), which works on any broker, the embedded dev "
+            'broker and the inmemory system included (README.md, "A job"); or check the stream names '
+            "in the job config."
         )
 
 
@@ -47,10 +53,19 @@ class ProducerDeliveryError(KafkaSystemError):
         self.failures = failures
         where = f"partition {partition}" if partition is not None and partition >= 0 else "(no partition)"
         more = f" ({failures - 1} more message(s) failed too)" if failures > 1 else ""
+        # librdkafka reports the partition error behind a lost sequence only in its FATAL log line: the
+        # usual cause is a topic deleted (and auto-created again) while its writes were in flight.
+        lost_sequence = (
+            " The idempotent producer lost its sequence with the broker: most often the topic was deleted "
+            "(and auto-created again) while the job wrote to it; librdkafka's FATAL log line above names "
+            "the partition's last error (UNKNOWN_TOPIC_OR_PART: the topic was deleted)."
+            if error_name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+            else ""
+        )
         super().__init__(
-            f"Could not deliver a message to topic {topic!r} {where}: {error_name}: {reason}{more}. "
-            "The task stops so no output is silently lost; fix the cause (e.g. message size against the "
-            "topic's max.message.bytes, topic permissions, broker reachability) and restart."
+            f"Could not deliver a message to topic {topic!r} {where}: {error_name}: {reason}{more}."
+            f"{lost_sequence} The task stops so no output is silently lost; fix the cause (e.g. message size "
+            "against the topic's max.message.bytes, topic permissions, broker reachability) and restart."
         )
 
 

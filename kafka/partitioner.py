@@ -2,13 +2,15 @@
 
 librdkafka's `murmur2_random` partitioner (Samsa's producer default) agrees with it; Python's `hash()` and
 librdkafka's default (`consistent_random`, CRC32) do not. Batch jobs that must put a key where the
-streaming job will look for it (state bootstrap) partition with `partition_for`.
+streaming job will look for it (state bootstrap) partition with `partition_for`, or with
+`consistent_partition_for` where the inputs' producers use librdkafka's default.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+import zlib
 from collections.abc import Sequence
 
 _M = 0x5BD1E995
@@ -27,6 +29,20 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: bytes, partitions: int) -> int:
     """The partition the Java producer's default partitioner gives `key` among `partitions`."""
     return (_hash(key) & 0x7FFFFFFF) % partitions
+
+
+def consistent_partition_for(key: bytes, partitions: int) -> int:
+    """The partition librdkafka's `consistent` and `consistent_random` partitioners give a non-empty `key`:
+    `rd_crc32(key) % partition_cnt`, the CRC-32 of zlib taken as unsigned (no sign masking, unlike murmur2).
+    confluent-kafka's producers use it unless told otherwise; `consistent_random` places an empty key at
+    random."""
+    return zlib.crc32(key) % partitions
+
+
+def consistent_partitions_for(keys: Sequence[bytes], partitions: int) -> list[int]:
+    """`consistent_partition_for` of each key (zlib's CRC-32 is C already: no batching trick needed)."""
+    crc32 = zlib.crc32
+    return [crc32(key) % partitions for key in keys]
 
 
 def _hash(data: bytes) -> int:

@@ -18,8 +18,8 @@ from typing import Any
 
 from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.adjunct.build import BuildSettings, build_change, build_settings
-from samsa.adjunct.exceptions import ExtractionError
-from samsa.adjunct.extractors import extractor_factory_key, extractor_for
+from samsa.adjunct.exceptions import AdjunctConfigError, ExtractionError
+from samsa.adjunct.extractors import extractor_factory_key, extractor_for, extractor_options
 from samsa.adjunct.manager import (
     MANAGER_FACTORY_KEY,
     AdjunctManager,
@@ -39,6 +39,7 @@ from samsa.checkpoint.starts import ContainerStart, StartWatch, fenced_message
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.exactly_once.exceptions import ProtocolError
 from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
+from samsa.kafka.inmemory import is_inmemory
 from samsa.kafka.record_marks import RecordMark, mark_problem, read_marks
 from samsa.runtime import metrics as m
 from samsa.runtime import validation
@@ -116,11 +117,17 @@ def pid_dir(job: JobConfig) -> Path:
 
 
 @contextmanager
-def _startup_heap_frozen() -> Iterator[None]:
+def _startup_heap_frozen(collect: bool) -> Iterator[None]:
     """Keeps what exists when the loop starts (modules, clients, the job model) out of the collector's
     full passes while it runs: each pass otherwise walks all of it and stalls the loop (measured on the
     word count: 17 ms a pass, 29 ms with a boto3 client loaded; 0.1 ms frozen). Garbage among it waits
-    for the unfreeze."""
+    for the unfreeze. `collect`: collect first (a container with Kafka clients)."""
+    if collect:
+        # Frozen, garbage would outlive the run and then go back to the oldest generation, where full passes
+        # are rare. Closed Kafka clients in reference cycles each hold a pthread key of confluent-kafka's
+        # until collected (1,024 per process): a process running containers one after the other (a test
+        # session) ran out of them. Not for in-memory systems only: ~6 ms, a TestRunner test's sixth.
+        gc.collect()
     gc.freeze()
     try:
         yield
@@ -287,7 +294,7 @@ class Container:
                 context,
                 collector,
                 self.registry,
-                self.job.commit_ms,
+                self._commit_ms(tm.name),
                 self.job.window_ms,
             )
             self._schedule_timers(ti)
@@ -305,9 +312,7 @@ class Container:
                 engine = storage.context.engines.get(store) if store else None
                 if isinstance(engine, BoundedDatasetEngine):
                     # The version still being built is read again from its start (or the whole stream).
-                    resume = self._bounded_resume(tm.name, ssp, engine)
-                    low, _ = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
-                    start = low if resume is None else max(resume, low)
+                    start = self._bounded_resume(tm.name, ssp, engine)
                 if start is not None:
                     ti.offsets[ssp] = start
             self._tasks.append(ti)
@@ -377,10 +382,7 @@ class Container:
             for store, ssps in self._adjunct_partitions(tm).items():
                 if store in self._state.storage.engine_factories:
                     if len(ssps) > 1:
-                        raise ContainerError(
-                            f"stores.{store}.adstore.versioned: a bounded dataset is read from one "
-                            f"partition, and task {tm.name} reads {len(ssps)} of it into store {store!r}"
-                        )
+                        raise _several_partitions(store, tm.name, ssps, self.job.broadcast)
                     self._check_versions_build(tm.name, store, ssps)
                     continue  # a bounded dataset resumes where its unsealed version started
                 store_dir = self._state.storage.contexts[tm.name].store_dirs[store]
@@ -487,30 +489,88 @@ class Container:
         sources = {ssp: (s.key_serde, s.msg_serde) for ssp, s in streams.items()}
         return build_settings(self.job.config, store, spec.key_serde, spec.msg_serde, sources)
 
-    def _bounded_resume(
-        self, task: str, ssp: SystemStreamPartition, engine: BoundedDatasetEngine
-    ) -> int | None:
+    def _bounded_resume(self, task: str, ssp: SystemStreamPartition, engine: BoundedDatasetEngine) -> int:
         """Where a bounded dataset's stream is read from: where its next version starts, unless the record
         before that (the last version's end marker) is not in the topic any more as it was read (the topic
         was deleted and recreated): then from the stream's oldest offset, the sealed version served until
-        the new topic's first dataset is sealed."""
-        mark = engine.versions.next_mark
-        if mark is not None and engine.resume_offset == mark.offset + 1:
+        the new topic's first dataset is sealed. When that start is below the oldest offset, records the
+        store had not read are gone (retention deleted the front of the dataset to build): the records up
+        to the next end-of-dataset marker are discarded instead of sealed as a partial version. A first
+        build has no such start to compare: it builds the first dataset it finds, warned when the oldest
+        offset is above 0."""
+        versions = engine.versions
+        mark = versions.next_mark
+        low, high = self._consumers[ssp.system].watermarks((ssp.stream, ssp.partition))
+        resume = engine.resume_offset
+        problem = None
+        if resume is not None and resume > high:
+            # The topic holds fewer records than were read (a pointer without a mark: an older Samsa's).
+            problem = f"offset {resume} is past the end of the topic (high watermark {high})"
+        elif mark is not None:
             problem = mark_problem(self._consumers[ssp.system], ssp, mark)
-            if problem is not None:
+        if problem is not None:
+            log.warning(
+                "adjunct store %s of %s (%s): %s: the topic is not the one its version %s was read from "
+                "(deleted and recreated?); reading the next version from the oldest offset, version %s "
+                "served until it is sealed",
+                engine.name,
+                task,
+                ssp,
+                problem,
+                versions.sealed_version,
+                versions.sealed_version,
+            )
+            versions.rebuild_next_from_start()
+        resume = engine.resume_offset
+        where = f"adjunct store {engine.name} of {task}: topic {ssp.stream} partition {ssp.partition}"
+        if resume is None:
+            if 0 < low < high:
+                # Nothing tells whether the record before the oldest one ended a dataset: discarding
+                # would throw away the complete dataset a topic rolled or trimmed at its start holds.
                 log.warning(
-                    "adjunct store %s of %s (%s): %s: the topic is not the one its version %s was read from "
-                    "(deleted and recreated?); reading the next version from the oldest offset, version %s "
-                    "served until it is sealed",
-                    engine.name,
-                    task,
-                    ssp,
-                    problem,
-                    engine.versions.sealed_version,
-                    engine.versions.sealed_version,
+                    "%s: a first build of the store starts at the partition's oldest offset %d, not 0: "
+                    "retention (or DeleteRecords) deleted the records before it, and may have deleted the "
+                    "front of the first dataset read from there, which is built and sealed as found. To "
+                    "make sure a dataset is whole, keep the topic's retention longer than a dataset's "
+                    "lifetime (from its first record until the next dataset's marker), or produce a new "
+                    "dataset: it replaces this one when its marker is read",
+                    where,
+                    low,
                 )
-                engine.versions.rebuild_next_from_start()
-        return engine.resume_offset
+            return low
+        if resume >= low or low >= high:
+            # An empty partition holds nothing of a dataset cut short: its next record starts the next one.
+            return max(resume, low)
+        sealed = versions.sealed_version
+        if resume == low - 1 and versions.resume_follows_marker:
+            log.warning(
+                "%s: the next version starts at offset %d, right after the end-of-dataset marker read, and "
+                "the partition's oldest offset is %d: offset %d was either a transaction's commit record "
+                "(a transactional producer writes one after the marker; consumers never read it) or the "
+                "next dataset's first record, deleted by retention before the store read it. Taken as a "
+                "commit record: the records from offset %d on are built into the next version. If the "
+                "producer is not transactional, that version lacks its first record: produce the dataset "
+                "again, and keep the topic's retention longer than a dataset's lifetime",
+                where,
+                resume,
+                low,
+                resume,
+                low,
+            )
+            return low
+        log.warning(
+            "%s: offsets %d to %d were deleted (retention) before the store read them, the front of the "
+            "dataset to build; the records from offset %d on up to the next end-of-dataset marker are "
+            "discarded, not sealed as a partial version, and the next complete dataset is built after that "
+            "marker (%s)",
+            where,
+            resume,
+            low - 1,
+            low,
+            "no version served until then" if sealed is None else f"version {sealed} served until then",
+        )
+        versions.discard_to_next_marker(low)
+        return low
 
     def _adjunct_handler(self, ti: TaskInstance, store: str) -> AdjunctManager:
         """Writes the messages of an adjunct stream into its store instead of `process`, through the
@@ -521,7 +581,9 @@ class Container:
             self._manager_factory = manager_factory(self.job.config.value(MANAGER_FACTORY_KEY))
         spec = self._state.specs[store]
         factory = self.job.config.value(extractor_factory_key(store))
-        extractor = extractor_for(store, factory, self._serdes.get(spec.key_serde))
+        extractor = extractor_for(
+            store, factory, self._serdes.get(spec.key_serde), extractor_options(self.job.config, store)
+        )
         labels = {"task": ti.name, "store": store}
         stored = self.registry.counter(m.ADJUNCT_RECORDS, "Records written to adjunct stores", labels)
         ssps = self._adjunct_partitions(ti.model)[store]
@@ -544,6 +606,7 @@ class Container:
         if bounded is not None:
             # Its versions were checked against these settings before it was opened (or dropped).
             bounded.versions.record_build(self._adjunct_build(store, ssps))
+            ti.storage.after_flush.append(lambda: self._read_past(bounded, ssps))
         if spec.factory == ROCKSDB and bounded is None:
             store_dir = ti.storage.context.store_dirs[store]
             if isinstance(engine, RocksDbStore):
@@ -570,6 +633,21 @@ class Container:
                 # The stream's bytes are the store's bytes: decoding and encoding them again changes nothing.
                 manager.write_raw_to(writer.inner)
         return checked(manager, self.job.config.value(MANAGER_FACTORY_KEY))
+
+    def _read_past(self, engine: BoundedDatasetEngine, ssps: list[SystemStreamPartition]) -> None:
+        """At a commit: records in the bounded dataset's store that its stream was read up to the consumer's
+        position (`VersionedStore.read_past`), when every record fetched was handed to the store. The
+        position is past a transaction's commit record after the end-of-dataset marker, which no consumer
+        delivers: a restart after retention deleted the sealed dataset with that commit record then finds
+        no deleted record it had not read."""
+        for ssp in ssps:  # one (a bounded dataset is read from one partition)
+            buf = self._adjunct_buffers.get(ssp)
+            if buf is None or buf.pos < len(buf.messages):
+                continue  # records fetched are still on their way to the store
+            tp = (ssp.stream, ssp.partition)
+            position = self._consumers[ssp.system].position([tp]).get(tp, -1)
+            if position >= 0:  # negative: nothing fetched since the assignment
+                engine.versions.read_past(position)
 
     def _marks(self, offsets: dict[SystemStreamPartition, int]) -> dict[SystemStreamPartition, RecordMark]:
         """The mark of the record before each offset, of the partitions that have one: the last message
@@ -674,6 +752,8 @@ class Container:
                 store = self._adjunct_store_of(ssp)
                 if store is not None:
                     buf.handler = handlers[store]
+                    # Its end-of-dataset markers are taken by their header, before decoding.
+                    buf.end_markers = isinstance(ti.storage.context.engines.get(store), BoundedDatasetEngine)
                     self._adjunct_buffers[ssp] = buf
                 elif ssp in self.job.broadcast:
                     buf.tasks = (ti,)
@@ -773,6 +853,37 @@ class Container:
         assert self._eos is not None
         self._eos.commit(ti, advance=True)
 
+    def _commit_ms(self, task: str) -> int:
+        """The task's commit timer: task.commit.ms, as in Samza (-1: only the commits the task asks for; a
+        long interval is the user's choice). Warns once per container (at its first task) when an
+        at-least-once task with a changelogged store may let its checkpoint age past what a restore without
+        the local copy can undo after (`idle_commit_bound_ms`)."""
+        # Not forced: a timer commit of a task that buffers work and asks for its own commits could checkpoint
+        # offsets past records it has not written yet.
+        manager = self._state.commit_managers.get(task) if self._state is not None else None
+        bound = manager.max_idle_ms if manager is not None else float("inf")
+        commit_ms = self.job.commit_ms
+        if self.job.exactly_once or bound == float("inf") or 0 < commit_ms <= bound:
+            return commit_ms
+        if task != self.model.tasks[0].name:  # the stores, so the bound, are the same for every task
+            return commit_ms
+        log.warning(
+            "task %s (and this container's other tasks): task.commit.ms=%d%s: its changelogged stores' "
+            "checkpoints may grow older than %d ms (half of the smaller of 0.9 x min.compaction.lag.ms and "
+            "delete.retention.ms) while it runs. After a crash more than 0.9 x min.compaction.lag.ms after "
+            "the last commit, a restart on another host (or of an in-memory store, which has no local copy) "
+            "may have to keep the changelog's writes after the checkpoint rather than undo them, and the "
+            "inputs read again after the checkpoint then count twice. To rule that out, commit more often "
+            "(task.commit.ms at most %d, or coordinator.commit() from the task), or raise "
+            "stores.<store>.changelog.min.compaction.lag.ms and delete.retention.ms",
+            task,
+            commit_ms,
+            " (commits only when the task asks)" if commit_ms <= 0 else "",
+            int(bound),
+            int(bound),
+        )
+        return commit_ms
+
     def _schedule_timers(self, ti: TaskInstance) -> None:
         now = self._clock()
         if ti.commit_interval:
@@ -830,7 +941,8 @@ class Container:
         loop = self.start()
         if loop is None:
             return False
-        with self._released_on_failure(), _startup_heap_frozen():
+        kafka = any(not is_inmemory(s.bootstrap_servers) for s in self.job.systems.values())
+        with self._released_on_failure(), _startup_heap_frozen(collect=kafka):
             loop.run()
         return self.finish()
 
@@ -1013,7 +1125,7 @@ class Container:
                 return False
         self._lock = lock
         self._pid_file = pid_dir(self.job) / f"container-{self.model.id}.pid"
-        self._pid_file.write_text(str(os.getpid()))
+        self._pid_file.write_text(f"{os.getpid()}\n")  # a line, as `cat` shows it
         return True
 
     def _let_go(self) -> None:
@@ -1319,3 +1431,29 @@ class Container:
                         first.__cause__ = e
         if first is not None:
             raise first
+
+
+def _several_partitions(
+    store: str, task: str, ssps: Sequence[SystemStreamPartition], broadcast: Sequence[SystemStreamPartition]
+) -> AdjunctConfigError:
+    """The error for a bounded dataset's store that `task` would feed from several partitions `ssps`: its
+    versions are sealed by one partition's end-of-dataset markers, which say nothing of the others'."""
+    stream = ssps[0].system_stream
+    partitions = ", ".join(str(ssp.partition) for ssp in ssps)
+    if any(ssp in broadcast for ssp in ssps):
+        how = (
+            f"its stream {stream} is broadcast (task.broadcast.inputs) with partitions {partitions}, "
+            "all read into one store"
+        )
+        fix = (
+            f"give topic {stream.stream} one partition, or leave it out of task.broadcast.inputs "
+            "(one partition per task, into each task's own store)"
+        )
+    else:
+        how = f"task {task} reads partitions {partitions} of its stream {stream} into it"
+        fix = "group the stream so that each task reads one of its partitions"
+    return AdjunctConfigError(
+        f"stores.{store}.adstore.versioned",
+        f"store {store!r} holds a bounded dataset, read from one partition per task, but {how}: {fix}, or "
+        f"set stores.{store}.adstore.versioned=false",
+    )

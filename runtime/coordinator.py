@@ -80,6 +80,22 @@ def check_broadcast_stores(job: JobConfig, counts: Mapping[SystemStream, int]) -
             )
 
 
+def warn_broadcast_in_inputs(job: JobConfig) -> None:
+    """Warns once when task.inputs lists a stream of task.broadcast.inputs: taken (Samza does), but the
+    listing is redundant, and CONFIG.md says a broadcast stream is not also listed there."""
+    if not job.broadcast_in_inputs:
+        return
+    streams = ", ".join(str(ss) for ss in job.broadcast_in_inputs)
+    log.warning(
+        "job %s: task.inputs lists %s, which task.broadcast.inputs broadcasts; the task.inputs listing is "
+        "redundant (a broadcast stream goes to every task, listed in task.inputs or not, and its partitions "
+        "not broadcast are grouped into tasks either way): remove %s from task.inputs",
+        job.job_key,
+        streams,
+        streams,
+    )
+
+
 def warn_not_copartitioned(job: JobConfig, counts: Mapping[SystemStream, int]) -> None:
     """Warns when the job keeps keyed state (a store other than an adjunct one) and its task.inputs grouped
     into tasks have different partition counts: a key's records then reach different tasks. Not refused:
@@ -301,6 +317,7 @@ class JobCoordinator:
         # Inputs and outputs first: a start failing on a missing topic leaves no internal topics behind.
         counts = self.partition_counts()
         check_broadcast_stores(self.job, counts)
+        warn_broadcast_in_inputs(self.job)
         # Before anything is created or written: topics holding another job's model or checkpoints (a job
         # named alike) are refused.
         ran = self.topic_exists()
@@ -327,9 +344,14 @@ class JobCoordinator:
         create_changelogs(self.job, changelog_partitions(model), grouped)
         # Before any container restores or reads: a job whose checkpoints are gone would count its inputs
         # twice on top of its restored state.
-        from samsa.runtime.lost_checkpoints import check_checkpoints_kept  # it builds on this module
+        # A job that never started would take over what its changelogs already hold (another job's state)
+        # and count its inputs again on top of it.
+        from samsa.runtime.inherited_state import check_inherited_state  # they build on this module
+        from samsa.runtime.lost_checkpoints import check_checkpoints_kept
 
-        check_checkpoints_kept(self.job, checkpoint_manager(self.job), changelog_partitions(model))
+        manager = checkpoint_manager(self.job)
+        if check_checkpoints_kept(self.job, manager, changelog_partitions(model)):
+            check_inherited_state(self.job, manager, changelog_partitions(model))
         # The whole model, not just its fingerprint: a model stored by an older Samsa may group the same
         # inputs otherwise (it left every partition of a broadcast stream out of the tasks).
         if stored != model:

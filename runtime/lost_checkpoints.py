@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from samsa.checkpoint.compacted_log import read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
@@ -19,6 +20,7 @@ from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_system, client_config, coordinator_topic
 from samsa.runtime.exceptions import ConfigError
 from samsa.stores.factory import store_specs
+from samsa.streams import SystemStream
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +59,41 @@ def started_containers(job: JobConfig) -> list[str]:
     return sorted(started)
 
 
+@dataclass(frozen=True, slots=True)
+class ChangelogState:
+    """A store's changelog holding committed data records: what a restore would apply."""
+
+    changelog: SystemStream
+    #: Where its first data record lies ("holds data records (partition p, offset o)"), or why it counts as
+    #: state unread ("could not be read ... within 30 s").
+    where: str
+    #: Offsets across its partitions, low to high watermark: records, plus transaction markers and aborted
+    #: writes (compaction leaves gaps, so an upper bound of its records).
+    offsets: int
+    #: Its partitions holding records.
+    partitions: int
+
+
 def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, str]:
     """Store -> where its durable state lies: a changelog holding a committed data record, one a restore
     would apply. A store backed up to the blob store only has no state without a checkpoint (its snapshots
     are named by checkpoints; its restore starts it empty), and its local directories also remain after a
     first start whose start-up commit failed."""
+    return {
+        store: f"changelog {held.changelog} {held.where}"
+        for store, held in changelog_states(job, changelog_partitions).items()
+    }
+
+
+def changelog_states(job: JobConfig, changelog_partitions: int) -> dict[str, ChangelogState]:
+    """Store -> what its changelog holds, for the stores whose changelog holds a committed data record
+    (`stores_with_state`). Asks the watermarks first: a changelog's records are read only when it has some,
+    up to its first data record."""
     # state builds on the coordinator, as this module does
     from samsa.runtime.state import changelogs
 
     specs = store_specs(job.config)
-    held: dict[str, str] = {}
+    held: dict[str, ChangelogState] = {}
     consumers: dict[str, KafkaConsumer] = {}
     try:
         for store, stream in changelogs(job, specs).items():
@@ -86,7 +113,8 @@ def stores_with_state(job: JobConfig, changelog_partitions: int) -> dict[str, st
                     ranges[tp] = (low, high)
             where = _first_data_record(consumer, ranges, job.exactly_once) if ranges else None
             if where is not None:
-                held[store] = f"changelog {stream} {where}"
+                offsets = sum(high - low for low, high in ranges.values())
+                held[store] = ChangelogState(stream, where, offsets, len(ranges))
     finally:
         for consumer in consumers.values():
             consumer.close()
@@ -143,19 +171,21 @@ def _by_partition(msgs: Sequence[RawMessage]) -> dict[TopicPartition, list[RawMe
 
 def check_checkpoints_kept(
     job: JobConfig, manager: KafkaCheckpointManager, changelog_partitions: int
-) -> None:
+) -> bool:
     """Refuses the start of a job that started before, has no checkpoint of any task, and holds durable
     state. Every start runs a start-up commit right after its restore, so started containers without any
     checkpoint mean the checkpoints were lost; state seeded before a first start (`samsa state bootstrap`)
-    comes with checkpoints, and a genuine first start has no start records."""
+    comes with checkpoints, and a genuine first start has no start records. Returns whether the job never
+    started (no checkpoint, no start record): what its changelogs hold is not its own
+    (`inherited_state.check_inherited_state`)."""
     if manager.topic_exists() and manager.read_records((1, 2)):
-        return
+        return False
     started = started_containers(job)
     if not started:
-        return  # no checkpoint *yet*: a first start keeps whatever state was seeded
+        return True  # no checkpoint *yet*: a first start
     held = stores_with_state(job, changelog_partitions)
     if not held:
-        return
+        return False
     stores = "; ".join(f"store {s!r}: {where}" for s, where in sorted(held.items()))
     raise CheckpointsLostError(
         f"job {job.job_key} has started before (containers {', '.join(started)} in "

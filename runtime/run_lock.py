@@ -52,7 +52,7 @@ class RunLock:
                 time.sleep(_RETRY_S)
         file.seek(0)
         file.truncate()
-        file.write(str(os.getpid()))
+        file.write(f"{os.getpid()}\n")
         file.flush()
         self._file = file
         return True

@@ -8,7 +8,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from samsa.adjunct.exceptions import ExtractionError
+from samsa.adjunct.bounded import has_end_marker
+from samsa.adjunct.exceptions import AdjunctStreamResetError, ExtractionError
 from samsa.exactly_once.alignment import Action, MarkerIn, RestoreIn, RetiredIn, Rewind
 from samsa.exactly_once.buffer import BufferedMessage
 from samsa.exactly_once.exceptions import NotIntermediateError, ProtocolError
@@ -78,6 +79,7 @@ class PartitionBuffer:
         "bootstrap",
         "bytes_only",
         "consumer",
+        "end_markers",
         "eos",
         "handler",
         "held",
@@ -123,6 +125,9 @@ class PartitionBuffer:
         #: The last message handed to `handler` (the record before the task's offset): its mark goes in
         #: the adjunct store's offsets file.
         self.last: RawMessage | None = None
+        #: The partition feeds a bounded dataset's store: a record with the end-of-dataset header is its
+        #: marker, handed over without decoding its key and value (a marker's are ignored).
+        self.end_markers = False
         #: A broadcast partition read once for several tasks: every message goes to each of them (`task`
         #: is the first), each from its own offset.
         self.tasks: tuple[TaskInstance, ...] | None = None
@@ -180,6 +185,31 @@ def _untagged(ssp: SystemStreamPartition, offset: int) -> ProtocolError:
         topic=ssp.stream,
         partition=ssp.partition,
         offset=offset,
+    )
+
+
+def _check_not_reset(buf: PartitionBuffer, first: int, last: int, count: int) -> None:
+    """Fails when a fetched chunk of an adjunct stream's partition (`count` messages, offsets `first` to
+    `last`) goes back: below the next offset the store expects, or within the chunk (more messages than
+    offsets between its ends). Offsets only grow in a partition; the consumer went back because its
+    position was out of range in a topic deleted and recreated while the job ran (librdkafka's
+    auto.offset.reset). Writing on would lay the new topic's records over the deleted one's rows (or skip
+    them as replays of sealed versions); a start checks the store against the topic and rebuilds it."""
+    expected = buf.task.offsets.get(buf.ssp)
+    if (expected is None or first >= expected) and last - first >= count - 1:
+        return
+    system, stream, partition = buf.ssp
+    went = (
+        f"records from offset {first} were fetched, below offset {expected}, the next one its store expects"
+        if expected is not None and first < expected
+        else f"the offsets of the records fetched go back between offsets {first} and {last}"
+    )
+    raise AdjunctStreamResetError(
+        f"task {buf.task.name}: topic {stream} partition {partition} (system {system}), an adjunct store's "
+        f"stream: {went}. The consumer's position was reset (out of range), as when the topic is deleted and "
+        "recreated while the job runs: the store holds rows of the deleted topic. The records were not "
+        "written into the store; the container stops, and its restart checks the store against the topic "
+        "and rebuilds it from the new one"
     )
 
 
@@ -749,16 +779,28 @@ class RunLoop:
         """Hands every buffered message of the partition to its store in one chunk: no `process` call, no
         timer per message (a store bootstrap reads millions)."""
         msgs, first = buf.messages, buf.pos
+        _check_not_reset(buf, msgs[first].offset(), msgs[-1].offset(), len(msgs) - first)
         key_from, msg_from = buf.key_from, buf.msg_from
         if writer.plain and self._write_pairs(buf, writer, msgs[first:]):
             return
         system, stream, partition = buf.ssp
         envelopes: list[IncomingMessageEnvelope] = []
         last = -1
+        end_markers = buf.end_markers
         for msg in msgs[first:]:
             offset = msg.offset()
             raw_key, raw_value = msg.key(), msg.value()
             last = offset
+            headers = msg.headers()
+            if end_markers and has_end_marker(headers):
+                # Taken by its header: a key or value the stream's serdes cannot read must not make the
+                # marker a bad message (skipped, the dataset would merge with the next one).
+                envelopes.append(
+                    IncomingMessageEnvelope(
+                        system, stream, partition, offset, None, None, msg.timestamp()[1], headers
+                    )
+                )
+                continue
             try:
                 key = None if raw_key is None else key_from(raw_key)
             except Exception as e:
@@ -771,7 +813,7 @@ class RunLoop:
                 continue
             envelopes.append(
                 IncomingMessageEnvelope(
-                    system, stream, partition, offset, key, value, msg.timestamp()[1], msg.headers()
+                    system, stream, partition, offset, key, value, msg.timestamp()[1], headers
                 )
             )
         self._write_envelopes(buf, writer, envelopes, msgs[first].offset(), last)

@@ -16,11 +16,13 @@ from samsa.adjunct.bounded import BoundedDatasetEngine
 from samsa.checkpoint.commit import CommitResult, DurableStore, TaskCommitManager
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager
 from samsa.checkpoint.model import AnyCheckpoint, Checkpoint, CheckpointV2
+from samsa.checkpoint.tool import with_changelog_markers
 from samsa.exactly_once.task import EosState
 from samsa.kafka import KafkaAdmin, KafkaProducer
 from samsa.kafka.record_marks import RecordMark
 from samsa.runtime import metrics as m
 from samsa.runtime.config.job import JobConfig, parse_stream
+from samsa.runtime.config.keys import RETAIN_EXISTING_STATE
 from samsa.runtime.coordinator import client_config
 from samsa.runtime.exceptions import ConfigError
 from samsa.runtime.job_model import ContainerModel, JobModel, TaskModel, grouped_counts
@@ -237,7 +239,11 @@ class ContainerState:
         backends: dict[str, StateBackendFactory] = {}
         if system is not None:
             self._changelog_factory: ChangelogBackendFactory | None = ChangelogBackendFactory(
-                producers[system], lambda s: client_config(job, s), self.changelogs
+                producers[system],
+                lambda s: client_config(job, s),
+                self.changelogs,
+                # Unset keeps, as true does: a first start it would wrong is refused before (inherited_state).
+                retain_existing_state=job.config.value(RETAIN_EXISTING_STATE) is not False,
             )
             backends[CHANGELOG] = self._changelog_factory
         else:
@@ -339,12 +345,33 @@ class ContainerState:
         # checkpointed offset (`ChangelogLostError`). A local copy an earlier run found damaged goes first:
         # it must not pass for the checkpointed state here, only for the restore to delete it after.
         self.storage.discard_damaged()
-        check_changelogs_kept(
+        rebuilds = check_changelogs_kept(
             self.storage,
             {task: self._restore_markers(checkpoints.get(task)) for task in self.storage.contexts},
             {task: _checkpoint_id(checkpoints.get(task)) for task in self.storage.contexts},
         )
+        self._record_rebuilds(checkpoints, rebuilds)
         self._changelogs_checked = True
+
+    def _record_rebuilds(
+        self, checkpoints: Mapping[str, AnyCheckpoint], rebuilds: Mapping[str, Markers]
+    ) -> None:
+        """Writes each task's checkpoint again, its id, offsets and all kept, with the markers saying which
+        lost changelogs the restore rebuilds from the local copies here: durable before the first rebuild
+        record, so that a start on another host, which has no such copy, refuses the partly rebuilt
+        changelog a cut-short rebuild leaves (`ChangelogRebuildCutShortError`) rather than restore it. The
+        next commit's markers are plain positions: it seals the rebuild."""
+        for task, markers in sorted(rebuilds.items()):
+            recorded = with_changelog_markers(checkpoints[task], markers)
+            v1 = recorded if isinstance(recorded, Checkpoint) else None
+            v2 = recorded if isinstance(recorded, CheckpointV2) else None
+            self._checkpoints.commit(task, (recorded.version,), v1, v2)
+            log.warning(
+                "task %s: recorded in its checkpoint that the changelog of store(s) %s is being rebuilt from "
+                "the local copy here: until a commit seals the rebuild, a start elsewhere is refused",
+                task,
+                ", ".join(sorted(markers)),
+            )
 
     def start(
         self, checkpoints: Mapping[str, AnyCheckpoint], stop: threading.Event, registry: m.MetricsRegistry
@@ -411,7 +438,8 @@ class ContainerState:
             return {backend: dict(stores) for backend, stores in checkpoint.state_markers.items()}
         # V1: changelog positions by partition; give each store the one of its own changelog.
         by_stream = {
-            (ssp.system, ssp.stream): ChangelogMarker(ssp, offset).encode()
+            (ssp.system, ssp.stream): checkpoint.changelog_marks.get(ssp)
+            or ChangelogMarker(ssp, offset).encode()
             for ssp, (_, offset) in checkpoint.changelog_offsets.items()
         }
         found = {

@@ -230,8 +230,8 @@ def _check_stream_keys(job: JobConfig, specs: Mapping[str, StoreSpec]) -> None:
         if found is None or not found[0].pattern.startswith(_STREAM_KEY):
             continue
         stream = SystemStream(found[1][0], found[1][1])
-        if stream in streams:
-            continue
+        if stream in streams or not job.config[key]:
+            continue  # a blank value unsets the key (a --config override that drops a job.yaml's key)
         setting = found[0].pattern[len(_STREAM_KEY) :]
         listed = ", ".join(f"{s} ({role})" for s, role in streams.items())
         # Stream names of its system only: compared with the system prefix, `kafka.out` was "close" to

@@ -2,11 +2,11 @@
 
 import functools
 import importlib
-import inspect
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from samsa.factories import requires_positional
 from samsa.serde.base import Serde
 from samsa.serde.builtin import BytesSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde
 from samsa.serde.exceptions import SerdeConfigError
@@ -16,7 +16,7 @@ from samsa.serde.schema_registry import SchemaRegistryClient
 if TYPE_CHECKING:  # avro.py pulls in fastavro; import it only when an avro serde is built
     from samsa.serde.avro import AvroSerdeFactory
 
-__all__ = ["BUILTIN_SERDES", "SERDE_CONFIG_KEYS", "SerdeRegistry"]
+__all__ = ["BUILTIN_SERDES", "SERDE_CONFIG_KEYS", "SERDE_NAMES", "SerdeRegistry"]
 
 BUILTIN_SERDES: tuple[str, ...] = ("bytes", "string", "json", "integer", "long", "avro")
 
@@ -38,6 +38,8 @@ _SAMZA_FACTORIES = {
     "org.apache.samza.serializers.IntegerSerdeFactory": "integer",
     "org.apache.samza.serializers.LongSerdeFactory": "long",
 }
+#: `serializers.registry.<name>.class` values naming a built-in serde; any other is a factory path.
+SERDE_NAMES = frozenset((*BUILTIN_SERDES, *_SAMZA_FACTORIES))
 
 
 class SerdeRegistry:
@@ -45,10 +47,11 @@ class SerdeRegistry:
 
     `serializers.registry.<name>.class` is a built-in alias (bytes, string, json, integer, long, avro), a
     Samza factory class name for one of them, or a factory path `module:attr` / `module.attr`. A factory
-    path names a callable: it is called as `attr(name, options)` when its signature accepts two positional
-    arguments, else as `attr()` (so a Serde class with a no-argument constructor works), and must return a
-    Serde. `options` holds the other `serializers.registry.<name>.*` keys with that prefix stripped.
-    Everything is checked when the registry is built, except the unconfigured built-in `avro`, which
+    path names a callable: it is called as `attr(name, options)` when its signature takes two positional
+    arguments and cannot be called without any, else as `attr()` (so a Serde class whose constructor takes
+    no arguments, or only ones with defaults, works and keeps its defaults), and must return a Serde.
+    `options` holds the other `serializers.registry.<name>.*` keys with that prefix stripped. Everything is
+    checked when the registry is built, except the unconfigured built-in `avro`, which
     fails on `get` because it has no schema.
     """
 
@@ -144,7 +147,7 @@ def _from_factory(key: str, path: str, name: str, options: Mapping[str, str]) ->
     """Import the factory at `path` (`module:attr` or `module.attr`) and build a serde with it."""
     factory = _import(key, path)
     try:
-        two_args = _accepts_two_args(factory)
+        two_args = requires_positional(factory, 2)
         serde = factory(name, options) if two_args else factory()
     except Exception as exc:
         raise SerdeConfigError(f"{key}={path!r}: the factory failed: {exc!r}") from exc
@@ -175,38 +178,3 @@ def _import(key: str, path: str) -> Callable[..., Any]:
     if not callable(factory):
         raise SerdeConfigError(f"{key}={path!r}: {attr!r} is not callable")
     return factory
-
-
-def _accepts_two_args(factory: Callable[..., Any]) -> bool:
-    try:
-        init = _own_init(factory) if inspect.isclass(factory) else None
-        if init is not None:
-            inspect.signature(init).bind("self", "name", {})
-        elif inspect.isclass(factory) and not _has_own_new(factory):
-            return False  # object's constructor: no arguments
-        else:
-            inspect.signature(factory).bind("name", {})
-    except TypeError:
-        return False
-    except ValueError:  # no signature (some builtins): assume the documented factory form
-        return True
-    return True
-
-
-def _own_init(cls: type) -> Callable[..., Any] | None:
-    """The `__init__` a class's instances run, skipping the `Serde` Protocol's placeholder; None for object's.
-
-    `inspect.signature(cls)` of a class subclassing the Protocol shows the placeholder's `(*args, **kwargs)`,
-    which would have a no-argument serde class called with (name, options).
-    """
-    for klass in cls.__mro__[:-1]:
-        init = vars(klass).get("__init__")
-        if init is object.__init__:
-            return None  # the placeholder puts object's in place once a subclass is first built
-        if init is not None and getattr(init, "__name__", "") != "_no_init_or_replace_init":
-            return init  # type: ignore[no-any-return]
-    return None
-
-
-def _has_own_new(cls: type) -> bool:
-    return any("__new__" in vars(klass) for klass in cls.__mro__[:-1])

@@ -25,6 +25,8 @@ _FACTORY_ALIASES = {
     "in-memory": INMEMORY,
     "org.apache.samza.storage.kv.inmemory.inmemorykeyvaluestorageenginefactory": INMEMORY,
 }
+#: `stores.<s>.factory` values (any case) naming a built-in engine; any other names a custom one.
+ENGINE_NAMES = frozenset(_FACTORY_ALIASES)
 DEFAULT_SERDE = "bytes"
 
 #: `stores.*` keys that configure all stores rather than one store named by their second segment.

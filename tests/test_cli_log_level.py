@@ -1,4 +1,4 @@
-"""`--log-level`: one of DEBUG, INFO, WARNING, ERROR in any case, before or after the subcommand."""
+"""`--log-level`: one of DEBUG, INFO, WARNING (or WARN), ERROR in any case, before or after the subcommand."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from samsa.cli import _parser, main
         (["run", "--log-level", "DEBUG", "job.yaml"], "DEBUG"),
         (["--log-level", "ERROR", "checkpoint", "show", "job.yaml"], "ERROR"),
         (["--log-level", "ERROR", "run", "--log-level", "debug", "job.yaml"], "DEBUG"),  # the last one wins
+        # log4j's spelling, as a Samza user writes it.
+        (["--log-level", "WARN", "config", "keys"], "WARNING"),
+        (["run", "--log-level", "warn", "job.yaml"], "WARNING"),
     ],
 )
 def test_the_log_level_is_taken_before_or_after_the_subcommand(argv: list[str], level: str) -> None:
@@ -39,6 +42,12 @@ def test_an_unknown_log_level_is_refused_naming_the_choices(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "argument --log-level: invalid choice" in err and "'DEBUG', 'INFO', 'WARNING', 'ERROR'" in err
+
+
+def test_the_help_names_warn_as_a_spelling_of_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "WARNING (or WARN)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_local_supervisor_passes_the_log_level_to_its_containers(

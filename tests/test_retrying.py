@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import pytest
 
-from samsa.retrying import retry_call
+from samsa.retrying import retry_call, span
 
 
 class Transient(Exception):
@@ -131,6 +132,25 @@ def test_each_retry_is_logged_naming_what(caplog: pytest.LogCaptureFixture) -> N
     assert len(retries) == 2
     assert all("put of blob b1" in r.getMessage() for r in retries)
     assert "failure 1" in retries[0].getMessage()
+
+
+def test_a_retry_under_a_time_bound_says_when_it_gives_up_and_the_key_that_sets_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    time = FakeTime()
+    with caplog.at_level(logging.WARNING, logger="samsa.retrying"):
+        call(failing(1), time, max_duration_s=900.0, bound_key="x.retry.ms")
+        call(failing(1), time, max_duration_s=math.inf, bound_key="x.retry.ms")
+    bounded, unbounded = (r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert bounded.endswith("retrying in 0.10 s; giving up in 15m00s (x.retry.ms)"), bounded
+    assert "giving up" not in unbounded and "x.retry.ms" not in unbounded
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.25, "0.2s"), (42.4, "42s"), (860, "14m20s"), (3900, "1h05m")]
+)
+def test_spans_read_as_people_write_them(seconds: float, text: str) -> None:
+    assert span(seconds) == text
 
 
 def test_bad_arguments_are_refused() -> None:

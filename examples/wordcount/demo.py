@@ -12,6 +12,7 @@ from pathlib import Path
 
 from samsa.examples.demo_kafka import demo_kafka
 from samsa.examples.wordcount.generator import produce_words
+from samsa.examples.wordcount.task import OUTPUT_STREAM
 from samsa.kafka import OFFSET_BEGINNING, KafkaAdmin, KafkaConsumer
 from samsa.serde.registry import SerdeRegistry
 
@@ -26,6 +27,9 @@ def wordcount_command(
         f"systems.kafka.bootstrap.servers={bootstrap}",
         f"task.inputs=kafka.{words}",
         f"task.outputs=kafka.{counts}",
+        # The job.yaml's serde key moves to the renamed output; left set, it names no stream of the job (a
+        # start-up warning). A blank value unsets it.
+        f"systems.kafka.streams.{OUTPUT_STREAM}.samza.msg.serde=",
         f"systems.kafka.streams.{counts}.samza.msg.serde=long",
         f"wordcount.output.stream={counts}",
         f"job.id={job_id}",

@@ -9,7 +9,15 @@ wrappers, so everything built on those runs unchanged on it.
 from samsa.kafka.inmemory.admin import InMemoryAdminClient
 from samsa.kafka.inmemory.consumer import InMemoryConsumer
 from samsa.kafka.inmemory.producer import InMemoryProducer
-from samsa.kafka.inmemory.registry import auto_create_topics, broker, forget, is_inmemory, use_clock
+from samsa.kafka.inmemory.registry import (
+    auto_create_topics,
+    broker,
+    forget,
+    is_in_process,
+    is_inmemory,
+    is_open_here,
+    use_clock,
+)
 
 __all__ = [
     "InMemoryAdminClient",
@@ -18,6 +26,8 @@ __all__ = [
     "auto_create_topics",
     "broker",
     "forget",
+    "is_in_process",
     "is_inmemory",
+    "is_open_here",
     "use_clock",
 ]

@@ -27,6 +27,18 @@ def is_inmemory(bootstrap_servers: object) -> bool:
     return isinstance(bootstrap_servers, str) and bootstrap_servers.startswith(SCHEME)
 
 
+def is_in_process(bootstrap_servers: object) -> bool:
+    """Whether `bootstrap.servers` names a broker of this process alone (`inmemory://NAME`), which no other
+    process sees, rather than a file-backed one (`inmemory:///ABS/DIR`) shared through its directory."""
+    return is_inmemory(bootstrap_servers) and not str(bootstrap_servers)[len(SCHEME) :].startswith("///")
+
+
+def is_open_here(url: str) -> bool:
+    """Whether this process already holds the broker of `url` (something here created or used it)."""
+    with _lock:
+        return url in _brokers
+
+
 def broker(url: str) -> Log:
     """The broker of `inmemory://NAME` (this process) or `inmemory:///ABS/DIR` (shared through DIR)."""
     with _lock:

@@ -7,16 +7,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from samsa.runtime.config.keys import KEYS, build_registry
+from samsa.runtime.config.keys import KEYS, STORE_NAMESPACES, build_registry
 from samsa.runtime.config.loader import load_raw
-from samsa.runtime.config.registry import Key, KeyRegistry
+from samsa.runtime.config.registry import Key, KeyRegistry, OwnKeys
 from samsa.runtime.exceptions import ConfigError
 
 
 @cache
 def default_registry() -> KeyRegistry:
-    """The job-config registry, with the serde options the serde package documents."""
-    from samsa.serde.registry import SERDE_CONFIG_KEYS
+    """The job-config registry, with the serde options the serde package documents and the namespaces of
+    custom components' own keys (a custom store engine, serde factory or adjunct extractor)."""
+    from samsa.adjunct.extractors import DEBEZIUM
+    from samsa.serde.registry import SERDE_CONFIG_KEYS, SERDE_NAMES
+    from samsa.stores.factory import ENGINE_NAMES
     from samsa.stores.rocksdb_options import CONTAINER_ROCKSDB_KEYS, ROCKSDB_KEYS
 
     known = {k.pattern for k in KEYS}
@@ -24,7 +27,30 @@ def default_registry() -> KeyRegistry:
     # The stores package parses and checks its RocksDB options; the registry documents them.
     extra += [Key(f"stores.<s>.{sub}", "str", option.doc) for sub, option in ROCKSDB_KEYS.items()]
     extra += [Key(key, "str", option.doc) for key, option in CONTAINER_ROCKSDB_KEYS.items()]
-    return build_registry(extra)
+    # What each custom component is given: the StoreSpec's config, a serde factory's options, an
+    # extractor factory's options (docs/state.md, SerdeRegistry, docs/adjunct.md).
+    own = [
+        OwnKeys(
+            "stores.<s>.*",
+            "stores.<s>.factory",
+            ENGINE_NAMES,
+            "store engine",
+            reserved=tuple(f"stores.<s>.{namespace}.*" for namespace in STORE_NAMESPACES),
+        ),
+        OwnKeys(
+            "serializers.registry.<name>.*",
+            "serializers.registry.<name>.class",
+            frozenset(n.lower() for n in SERDE_NAMES),
+            "serde factory",
+        ),
+        OwnKeys(
+            "stores.<s>.adstore.key.value.extractor.*",
+            "stores.<s>.adstore.key.value.extractor.factory",
+            frozenset((DEBEZIUM,)),
+            "adjunct extractor",
+        ),
+    ]
+    return build_registry(extra, own)
 
 
 class Config(Mapping[str, str]):
@@ -56,7 +82,30 @@ class Config(Mapping[str, str]):
         if found is None:
             if self.registry.governs(key):
                 close = self.registry.suggest(key)
+                own = self.registry.own_namespace(key)
+                if own is not None and own.is_custom(self._raw, key):
+                    if close is None:
+                        return  # a key of a custom component's own, which it reads itself
+                    # A custom component takes unknown keys, yet not a typo of Samsa's (a misspelt
+                    # `changelog` would silently leave a store without one).
+                    raise ConfigError(
+                        f"unknown config key {key!r}; did you mean {close!r}? (the custom {own.component} "
+                        f"that {own.selector_of(key)} names takes keys of its own, but not one a typo away "
+                        "from a Samsa key: rename it)"
+                    )
                 hint = f"; did you mean {close!r}?" if close else "; see `samsa config keys`"
+                samsa = self.registry.samsa_namespace(key)
+                if own is not None and close is None:
+                    hint += (
+                        f" (keys of one's own there are taken only by a custom {own.component}: "
+                        f"{own.selector_of(key)} set to a module:attr path)"
+                    )
+                elif samsa is not None and close is None:
+                    part, owner = samsa
+                    hint += (
+                        f" ({part} keys are Samsa's, checked under a custom {owner.component} too; its "
+                        f"keys of its own go elsewhere in {owner.pattern.filled(key, owner.namespace)})"
+                    )
                 raise ConfigError(f"unknown config key {key!r}{hint}")
             meant = self.registry.misspelled_prefix(key)
             if meant is not None:

@@ -40,6 +40,25 @@ def job_id_clash(name: str, value: str) -> str | None:
     )
 
 
+# The master URLs Spark 4 takes (SparkContext.createTaskScheduler, its cluster managers; Mesos is gone).
+_SPARK_MASTER = re.compile(
+    r"local|local\[(\d+|\*)\]|local\[(\d+|\*)\s*,\s*\d+\]"
+    r"|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]|spark://.+|k8s://.+|yarn"
+)
+
+
+def _spark_master(value: str | None) -> str | None:
+    """`deploy.spark.master` when Spark takes its form: checked before the job starts, as Spark would
+    refuse it only after the job model is published, in a Java stack trace."""
+    if not value or _SPARK_MASTER.fullmatch(value):
+        return value
+    raise ConfigError(
+        f"deploy.spark.master={value!r} is not a Spark master URL: use local, local[N], local[*], "
+        "local[N,maxFailures], local-cluster[N,cores,memoryMB], spark://host:port[,host:port], yarn or "
+        "k8s://https://host:port (or leave it unset: local[<containers>,<maxFailures>])"
+    )
+
+
 # What Kafka allows in a topic name: Samsa's internal topics are named after job.name and job.id, and its
 # state and lock dirs too (a '/' or '..' would put them outside the state dir).
 _NAME_CHARS = re.compile(r"[A-Za-z0-9._-]+")
@@ -110,13 +129,17 @@ class JobConfig:
         self.name: str = config.required("job.name")
         self.id: str = config.value("job.id")
         self.task_class: str = config.required("task.class")
-        self.inputs = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
+        listed = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
+        self.inputs = list(listed)
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
         self.adjunct_inputs = self._adjunct_inputs()
         self.inputs += list(self.adjunct_inputs.values())
         #: `task.broadcast.inputs`: partitions every task gets, kept out of the grouping into tasks: an
         #: adjunct store's (into one container-level store) or any other input's (to every task's process).
         self.broadcast = self._broadcast()
+        #: Broadcast streams task.inputs lists too: redundant (the stream is an input either way; the job
+        #: start warns), taken as Samza takes them.
+        self.broadcast_in_inputs = sorted({p.system_stream for p in self.broadcast} & set(listed), key=str)
         self.outputs = [parse_stream(s, "task.outputs") for s in config.value("task.outputs") or []]
         self.container_count: int = config.value("job.container.count")
         self.commit_ms: int = config.value("task.commit.ms")
@@ -131,7 +154,7 @@ class JobConfig:
         self.max_restarts: int = config.value("deploy.local.max.restarts")
         self.local_fork_server: bool = config.value("deploy.local.fork.server")
         self.spark_max_restarts: int = config.value("deploy.spark.max.restarts")
-        self.spark_master: str | None = config.value("deploy.spark.master")
+        self.spark_master: str | None = _spark_master(config.value("deploy.spark.master"))
         self.spark_conf: dict[str, str] = config.subset("deploy.spark.conf.")
         #: Spark's attempts per container task: the job's `spark.task.maxFailures`, else 1 (no Spark retry:
         #: the driver restarts containers itself, with backoff and a restart budget).

@@ -1,10 +1,18 @@
 """Every job-config key Samsa knows, written as Samza writes them (see CONFIG.md)."""
 
-from samsa.runtime.config.registry import Key, KeyRegistry
+from samsa.runtime.config.registry import Key, KeyRegistry, OwnKeys
 
 _DURABLE = "durable state arrives with changelogs and state backends"
 
 _CHECKPOINT_TOPIC = "__samsa_checkpoint_ver_1_for_<job.name>_<job.id>"
+
+#: Samza's key: what a store without a checkpointed changelog position does with what its changelog holds.
+RETAIN_EXISTING_STATE = "task.transactional.state.retain.existing.state"
+
+_TRANSACTIONAL = (
+    "Samsa's checkpoints and restores are always transactional (a restore brings each store back to its "
+    "checkpointed state: docs/state.md, Restore); remove the key or set it to true"
+)
 
 KEYS = [
     # Job and tasks
@@ -312,6 +320,27 @@ KEYS = [
         minimum=0,
     ),
     Key(
+        RETAIN_EXISTING_STATE,
+        "bool",
+        "A store without a checkpointed changelog position: true keeps what its changelog holds, false "
+        "starts it empty (undoing what the changelog holds). Unset: a job that never started refuses a "
+        "changelog holding data; a store new to a job that ran keeps it.",
+    ),
+    Key(
+        "task.transactional.state.checkpoint.enabled",
+        "bool",
+        "Samza's switch of transactional checkpoints: always on in Samsa (only true is accepted).",
+        default="true",
+        refused_values={"false": _TRANSACTIONAL},
+    ),
+    Key(
+        "task.transactional.state.restore.enabled",
+        "bool",
+        "Samza's switch of transactional restore: always on in Samsa (only true is accepted).",
+        default="true",
+        refused_values={"false": _TRANSACTIONAL},
+    ),
+    Key(
         "stores.backup.factories",
         "list",
         "Backup factories of every store: changelog, blobstore (default: changelog where one is set).",
@@ -493,8 +522,14 @@ GOVERNED_PREFIXES = (
     "blobstore.",
 )
 
+# The sub-namespaces of a store's keys (`stores.<s>.<namespace>.*`) that are Samsa's (and Samza's), under any
+# store engine: a custom engine's own keys go elsewhere under `stores.<s>.`. The other dotted store keys
+# (`key.serde`, `msg.serde`, `object.cache.size`, `write.batch.size`) are names, not namespaces.
+STORE_NAMESPACES = ("adstore", "backup", "changelog", "container", "restore", "rocksdb", "side")
 
-def build_registry(extra: list[Key] | None = None) -> KeyRegistry:
-    """The registry of all keys, plus keys contributed by packages (serde options, ...)."""
+
+def build_registry(extra: list[Key] | None = None, own_keys: list[OwnKeys] | None = None) -> KeyRegistry:
+    """The registry of all keys, plus keys contributed by packages (serde options, ...) and the namespaces
+    of custom components' own keys."""
     unsupported = [Key(k, "str", why, unsupported=why) for k, why in SAMZA_UNSUPPORTED.items()]
-    return KeyRegistry([*KEYS, *(extra or []), *unsupported], GOVERNED_PREFIXES)
+    return KeyRegistry([*KEYS, *(extra or []), *unsupported], GOVERNED_PREFIXES, own_keys or [])

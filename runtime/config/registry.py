@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from samsa.runtime.exceptions import ConfigError
@@ -69,6 +69,8 @@ class Key:
     unsupported: str | None = None
     # Values of a supported key that a later issue builds, e.g. exactly_once.
     values_not_yet: dict[str, str] = field(default_factory=dict)
+    # Values of a supported key that Samsa refuses (a Samza setting it has no way to honour) -> what to do.
+    refused_values: dict[str, str] = field(default_factory=dict)
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -127,6 +129,9 @@ class Key:
                 f"{key} is a Samza key not supported by Samsa: {self.filled(key, self.unsupported)}; "
                 "remove it from the job config"
             )
+        why = self.refused_values.get(raw.strip().lower())
+        if why is not None:
+            raise ConfigError(f"{key}={raw.strip()} is not supported by Samsa: {why}")
         if self.type == "int":
             value = _parse_int(key, raw)
             low, high = self.minimum, self.maximum
@@ -166,6 +171,45 @@ class Key:
         return raw.strip() if self.type != "passthrough" else raw
 
 
+@dataclass(frozen=True)
+class OwnKeys:
+    """A namespace of keys a custom component reads itself (a store engine, serde or extractor of the
+    user's own): an unknown key there passes the check when `selector`, the key naming the component, names
+    no built-in one, and sits in none of the namespace's `reserved` sub-namespaces (Samsa's own keys)."""
+
+    namespace: str  # a pattern ending in `*`, e.g. "stores.<s>.*"
+    selector: str  # the key picking the component, with the namespace's placeholders: "stores.<s>.factory"
+    builtins: frozenset[str]  # the selector's values (any case) that pick a built-in component
+    component: str  # what the component is called in messages: "store engine"
+    # Sub-namespaces of Samsa's keys, checked under a custom component too ("stores.<s>.adstore.*"): a
+    # misspelt Samsa key there (`adstore.max.staleness`) would otherwise be silently ignored.
+    reserved: tuple[str, ...] = ()
+    pattern: Key = field(init=False, repr=False, compare=False)
+    _reserved: tuple[Key, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", Key(self.namespace, "str", self.component))
+        object.__setattr__(self, "_reserved", tuple(Key(r, "str", self.component) for r in self.reserved))
+
+    def holds(self, key: str) -> bool:
+        """Whether `key` is in this namespace and outside its reserved sub-namespaces."""
+        return bool(self.pattern.regex.fullmatch(key)) and self.samsa_part(key) is None
+
+    def samsa_part(self, key: str) -> str | None:
+        """The reserved sub-namespace `key` sits in, placeholders filled ("stores.s.adstore.*"), or None."""
+        part = next((r for r in self._reserved if r.regex.fullmatch(key)), None)
+        return None if part is None else part.filled(key, part.pattern)
+
+    def selector_of(self, key: str) -> str:
+        """The selector key of the component `key` (a key of this namespace) belongs to."""
+        return self.pattern.filled(key, self.selector)
+
+    def is_custom(self, raw: Mapping[str, str], key: str) -> bool:
+        """Whether `raw` picks a custom component for `key`'s namespace (unset picks a built-in one)."""
+        chosen = raw.get(self.selector_of(key))
+        return chosen is not None and chosen.strip().lower() not in self.builtins
+
+
 def _fill(pattern: list[str], segments: list[str]) -> str:
     """A pattern with its placeholders taken from `segments` at the same places; a dotted placeholder
     takes every segment between the pattern's fixed head and tail."""
@@ -188,12 +232,33 @@ def _fill(pattern: list[str], segments: list[str]) -> str:
 class KeyRegistry:
     """Looks keys up by exact name first, then by pattern; suggests close matches for typos."""
 
-    def __init__(self, keys: Iterable[Key], prefixes: Iterable[str]) -> None:
+    def __init__(
+        self, keys: Iterable[Key], prefixes: Iterable[str], own_keys: Iterable[OwnKeys] = ()
+    ) -> None:
         self.keys = list(keys)
         self._exact = {k.pattern: k for k in self.keys if not k.is_pattern}
         # Longer patterns first so `systems.<sys>.streams.<stream>.samza.msg.serde` wins over broader ones.
         self._patterns = sorted((k for k in self.keys if k.is_pattern), key=lambda k: -len(k.pattern))
         self.prefixes = tuple(prefixes)
+        # The narrowest namespace first: an extractor's keys are its own, not the store engine's.
+        self.own_keys = sorted(own_keys, key=lambda o: -len(o.namespace))
+
+    def own_namespace(self, key: str) -> OwnKeys | None:
+        """The narrowest namespace of a component's own keys that `key` sits in, or None (also when `key`
+        sits in a sub-namespace of Samsa's keys that the namespace reserves: see `samsa_namespace`)."""
+        for own in self.own_keys:
+            if own.pattern.regex.fullmatch(key):
+                return own if own.holds(key) else None
+        return None
+
+    def samsa_namespace(self, key: str) -> tuple[str, OwnKeys] | None:
+        """The reserved sub-namespace of Samsa's keys (filled: "stores.s.adstore.*") that `key` sits in,
+        inside the narrowest namespace of a component's own keys, with that namespace; or None."""
+        for own in self.own_keys:
+            if own.pattern.regex.fullmatch(key):
+                part = own.samsa_part(key)
+                return None if part is None else (part, own)
+        return None
 
     def lookup(self, key: str) -> tuple[Key, tuple[str, ...]] | None:
         """The registry entry for `key` and the placeholder values it matched, or None."""
@@ -251,4 +316,11 @@ class KeyRegistry:
                 kind = f"int: {k.allowed_range}"
             status = f" (not supported yet: {k.not_yet})" if k.not_yet else ""
             lines.append(f"{k.pattern}  <{kind}>{default}{status}\n    {k.doc}")
+        for o in sorted(self.own_keys, key=lambda o: o.namespace):
+            but = f" Not under {', '.join(o.reserved)}: Samsa's keys, checked as ever." if o.reserved else ""
+            lines.append(
+                f"{o.namespace}  <str>\n    Keys of a custom {o.component}'s own, when {o.selector} is a "
+                "module path (not a built-in name): passed to it unchecked, unless a typo of a Samsa key."
+                + but
+            )
         return "\n".join(lines)

@@ -160,6 +160,11 @@ class BucketMissingError(BlobStoreError, InvalidConfigError):
         )
 
 
+class BucketGoneError(BlobStoreError, InvalidConfigError):
+    """A request of a running container met no bucket: `blobstore.s3.bucket` was deleted (or never existed
+    where the endpoint points). A restart would meet it again: a config-like error, as at a start."""
+
+
 class LifecycleRuleConflictError(BlobStoreError):
     """The job's lifecycle rule did not stay in the bucket's lifecycle configuration: each update was
     erased by another writer's (a put replaces the whole configuration). A later start may succeed."""

@@ -42,6 +42,7 @@ from samsa.stores.blobstore.api import BlobMetadata, Opener
 from samsa.stores.blobstore.exceptions import (
     BlobDeletedError,
     BlobStoreError,
+    BucketGoneError,
     BucketMissingError,
     LifecycleRuleConflictError,
     RetriableBlobError,
@@ -198,9 +199,10 @@ def failure(
                 "throttling or unavailable - check the endpoint and its health, then retry"
             )
         if code == "NoSuchBucket":
-            return BlobStoreError(
+            return BucketGoneError(
                 f"{what} of {where} failed: S3 bucket {bucket!r} does not exist; fix blobstore.s3.bucket, "
-                "or create the bucket and start the job once (its start adds the lifecycle rule)"
+                "or create the bucket, then start the job again (its start adds the lifecycle rule); the "
+                "container is not restarted until then"
             )
         if code in _DENIED or status == 403:
             return BlobStoreError(
@@ -252,6 +254,7 @@ class _Retrier:
                 initial_delay_s=self._initial_delay_s,
                 max_delay_s=self._max_delay_s,
                 what=f"{what} of {where}",
+                bound_key="blobstore.retry.max.duration.ms",
                 sleep=self._pause,
             )
         except (ClientError, BotoCoreError) as exc:

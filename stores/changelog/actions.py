@@ -9,7 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.stores.changelog.exceptions import ChangelogLostError, ChangelogMarkerError
+from samsa.stores.changelog.exceptions import (
+    ChangelogLostError,
+    ChangelogMarkerError,
+    ChangelogRebuildCutShortError,
+)
 from samsa.stores.changelog.marker import ChangelogMarker
 from samsa.streams import SystemStreamPartition
 
@@ -55,6 +59,9 @@ class RestoreInputs:
     task: str = ""
     #: The other backends whose marker for the store the checkpoint has (a blob-store snapshot).
     other_backups: tuple[str, ...] = ()
+    #: Samza's task.transactional.state.retain.existing.state: without a checkpointed position, False
+    #: starts the store empty, undoing what the changelog holds.
+    retain_existing_state: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,16 @@ class StoreActions:
     #: True when the changelog is rebuilt from the reused dir: every record read is undone, then every other
     #: key of the store is written to it (`ChangelogRestoreManager` does that part).
     seed: bool = False
+    #: True when the checkpoint is old enough for compaction to have removed records that undoing needs: the
+    #: records after `restore_to` are undone only when the replay proves that nothing up to it was removed
+    #: (consecutive offsets: `restore._Consecutive`); else they are kept, with a warning.
+    undo_proven_only: bool = False
+    #: True when the store starts as exactly the checkpointed state (nothing to replay) and the checkpoint is
+    #: older than 0.9 x delete.retention.ms: a delete written after it may be gone from the changelog with
+    #: the checkpointed value it replaced. Only a gap in the offsets read after `restore_to` (every record
+    #: counted) can show that; then, after undoing, every other key of the store is written to the
+    #: changelog (`ChangelogRestoreManager` does that), so that it holds the whole checkpointed state again.
+    reseed_on_gap: bool = False
 
     @property
     def records_to_read(self) -> int:
@@ -111,33 +128,70 @@ def store_actions(i: RestoreInputs) -> StoreActions:
         )
     if checkpointed is None:
         # Samza's retain.existing.state: a first start, or a store new to the checkpoint, keeps what the
-        # changelog holds instead of trimming it all away.
+        # changelog holds instead of trimming it all away, unless told not to.
+        if not i.retain_existing_state:
+            note = f"no checkpoint, retain.existing.state=false: starting empty, undoing all of {full}"
+            return StoreActions(dirs, None, i.low, i.low - 1, newest, (note,))
         return StoreActions(dirs, None, i.low, newest, newest, (f"no checkpoint: restoring all of {full}",))
     c = checkpointed.offset
     if c is not None and not i.low - 1 <= c <= newest:
         return _lost_changelog_actions(i, c, full)
     notes: list[str] = []
     target = i.low - 1 if c is None else c  # c None: the changelog was empty at the commit
-    degraded = False
-    if i.checkpoint_ms is not None:
-        age_ms = i.now_ms - i.checkpoint_ms
-        if age_ms > COMPACTION_LAG_MARGIN * i.min_compaction_lag_ms and target < newest:
-            notes.append(
-                f"checkpoint is {age_ms / 1000:.0f} s old, beyond {COMPACTION_LAG_MARGIN} x "
-                f"min.compaction.lag.ms ({i.min_compaction_lag_ms} ms): compaction may have removed what "
-                f"undoing needs, so the "
-                f"{newest - target} record(s) after offset {target} are kept, not undone"
-            )
-            target = newest
-            degraded = True
     reuse, reuse_offset = _best_local_dir(i, c, notes) if i.persistent else (None, None)
     start = i.low if reuse_offset is None else reuse_offset + 1
     delete = tuple(p for p in dirs if p != reuse)
     if reuse is not None:
         notes.append(f"reusing {reuse.name} (changelog offset {reuse_offset})")
+    age_ms = None if i.checkpoint_ms is None else i.now_ms - i.checkpoint_ms
+    degraded = proven_only = reseed = False
+    if age_ms is not None and target < newest:
+        age = f"checkpoint is {age_ms / 1000:.0f} s old"
+        if start > target:
+            # Nothing to replay: the store starts as exactly the checkpointed state (a local dir at the
+            # checkpointed offset, or empty), and undoing takes each key's value from it, never from the
+            # changelog's records up to the checkpoint, so compaction of those cannot matter, however old
+            # the checkpoint. The keys to undo are those of the records after it: compaction removes a
+            # record only when a later record of its key exists, so every key written there keeps a record
+            # there, except a tombstone, which Kafka keeps for delete.retention.ms after it is written
+            # (longer, as it is kept that long after the cleaner first passes it). Once the checkpoint is
+            # older than that (with Samza's margin), a delete after it may be gone with the checkpointed
+            # value it replaced; it leaves a gap in the offsets after the checkpoint, which the replay
+            # looks for (a tail without one, as an exactly-once commit record after a clean stop, is whole).
+            if age_ms > COMPACTION_LAG_MARGIN * i.delete_retention_ms:
+                notes.append(
+                    f"{age}, beyond {COMPACTION_LAG_MARGIN} x delete.retention.ms ({i.delete_retention_ms} "
+                    f"ms): if offsets ({target}, {newest}] show a gap (a delete after the checkpoint may be "
+                    f"gone from changelog {i.changelog}), every key of the store not undone is written to "
+                    "it again, so that it holds the whole checkpointed state"
+                )
+                reseed = True
+            elif age_ms > COMPACTION_LAG_MARGIN * i.min_compaction_lag_ms:
+                notes.append(f"{age}, but nothing to replay: undoing from the checkpointed state itself")
+        elif age_ms > COMPACTION_LAG_MARGIN * i.min_compaction_lag_ms:
+            notes.append(
+                f"{age}, beyond {COMPACTION_LAG_MARGIN} x min.compaction.lag.ms ({i.min_compaction_lag_ms} "
+                f"ms): compaction may have removed checkpointed values of keys written after offset "
+                f"{target}, so they are undone only if offsets [{start}, {target}] replay without a gap "
+                "(nothing removed); else kept (logged)"
+            )
+            proven_only = True
+            if age_ms > COMPACTION_LAG_MARGIN * i.delete_retention_ms:
+                notes.append(_deletes_gone(i, age, target))
+                degraded = True
     undo = f", undoing ({target}, {newest}]" if newest > target else ""
     notes.append(f"replaying offsets [{start}, {target}]{undo}")
-    return StoreActions(delete, reuse, start, target, newest, tuple(notes), degraded)
+    return StoreActions(
+        delete,
+        reuse,
+        start,
+        target,
+        newest,
+        tuple(notes),
+        degraded,
+        undo_proven_only=proven_only,
+        reseed_on_gap=reseed,
+    )
 
 
 def seed_actions(i: RestoreInputs, restored: Path) -> StoreActions:
@@ -155,22 +209,40 @@ def seed_actions(i: RestoreInputs, restored: Path) -> StoreActions:
 
 
 def rebuild_actions(i: RestoreInputs) -> StoreActions:
-    """The plan of a changelog rebuild an earlier start of the same checkpoint decided (`<store
-    dir>.rebuilding`): rebuilt again from the exact local dir, whatever the changelog's offsets say now. The
-    rebuild's own records (cut short before the next commit), or an exactly-once start's abort records, may
-    have moved a recreated changelog's end onto the checkpointed offset, where `store_actions` would take
-    the partly rebuilt changelog for the checkpointed state."""
+    """The plan of a changelog rebuild an earlier start of the same checkpoint decided (its checkpoint's
+    marker says `rebuilding`, and on its host `<store dir>.rebuilding`): rebuilt again from the exact local
+    dir, whatever the changelog's offsets say now. The rebuild's own records (cut short before the next
+    commit), or an exactly-once start's abort records, may have moved a recreated changelog's end onto or
+    past the checkpointed offset, where `store_actions` would take the partly rebuilt changelog for the
+    checkpointed state. Without the exact dir (another host) the start is refused, naming the host that
+    holds it (`ChangelogRebuildCutShortError`)."""
     if i.checkpointed is None or i.checkpointed.offset is None:
         return store_actions(i)
     full = f"changelog {i.changelog} offsets [{i.low}, {i.high - 1}]"
     return _lost_changelog_actions(i, i.checkpointed.offset, full)
 
 
+def given_up_actions(i: RestoreInputs) -> StoreActions:
+    """The plan of a store whose state was given up (`samsa checkpoint forget-changelog` or `forget-store`)
+    while a rebuild of its changelog was unsealed: the changelog holds part of the old state, part of the
+    rebuild, so the store starts empty and every record the changelog holds is undone (a tombstone per key),
+    so that it reads back empty too. Compaction cannot make that inexact: each key's last record stays."""
+    newest = i.high - 1
+    dirs = tuple(d.path for d in i.local_dirs)
+    note = (
+        f"the store's state was given up (samsa checkpoint forget-changelog / forget-store) while a rebuild "
+        f"of changelog {i.changelog} was unsealed: the store starts empty, undoing all of offsets "
+        f"[{i.low}, {newest}] (the partial rebuild), local checkpoint dirs dropped"
+    )
+    return StoreActions(dirs, None, i.low, i.low - 1, newest, (note,), degraded=True)
+
+
 def _lost_changelog_actions(i: RestoreInputs, checkpointed: int, full: str) -> StoreActions:
     """The plan when the checkpointed offset lies outside the changelog (deleted and recreated, truncated,
-    or records deleted from its front): what it holds is not the checkpointed state, and replaying it would
-    silently start the store over. Only a local dir holding exactly the checkpointed state can bring the
-    store back, and the changelog is rebuilt from it; without one, the start is refused."""
+    or records deleted from its front), or a rebuild of it is unsealed: what it holds is not the checkpointed
+    state, and replaying it would silently start the store over. Only a local dir holding exactly the
+    checkpointed state can bring the store back, and the changelog is rebuilt from it; without one, the
+    start is refused."""
     newest = i.high - 1
     why: list[str] = []
     exact = _exact_local_dir(i, checkpointed, why) if i.persistent else None
@@ -179,17 +251,53 @@ def _lost_changelog_actions(i: RestoreInputs, checkpointed: int, full: str) -> S
             why.append("the store is not persistent: it keeps no local copy")
         elif not why:
             why.append("the store has no local checkpoint dir here")
+        mark = i.checkpointed.rebuilding if i.checkpointed is not None else None
+        if mark is not None:
+            raise ChangelogRebuildCutShortError(
+                i.store,
+                i.task,
+                i.changelog,
+                checkpointed,
+                i.low,
+                newest,
+                mark.host,
+                mark.local_dir,
+                "; ".join(why),
+                i.other_backups,
+            )
         raise ChangelogLostError(
             i.store, i.task, i.changelog, checkpointed, i.low, newest, "; ".join(why), i.other_backups
         )
+    if i.low - 1 <= checkpointed <= newest:
+        # Only a rebuild decided for this checkpoint gets here with the offset inside the changelog (its own
+        # records, or an exactly-once start's abort records, moved the end past it): said by the checkpoint's
+        # marker, the `.rebuilding` file, or this start's `check`, whose mark `init` does not see.
+        cause = (
+            f"a rebuild of the changelog from the local copy, decided for this checkpoint (by this start or "
+            f"an earlier one), is unsealed (no commit yet): {full} hold part of it, not the checkpointed "
+            "state"
+        )
+    else:
+        cause = (
+            f"checkpointed offset {checkpointed} is outside {full} (the topic was deleted and recreated, or "
+            f"records were deleted): the changelog lost the checkpointed state"
+        )
     note = (
-        f"checkpointed offset {checkpointed} is outside {full} (the topic was deleted and recreated, or "
-        f"records were deleted): the changelog lost the checkpointed state. Restoring the store from its "
+        f"{cause}. Restoring the store from its "
         f"local copy {exact.name}, which holds exactly that state, and rebuilding the changelog from it "
         f"(undoing offsets [{i.low}, {newest}], then writing every other key)"
     )
     dirs = tuple(d.path for d in i.local_dirs if d.path != exact)
     return StoreActions(dirs, exact, i.low, i.low - 1, newest, (note,), degraded=True, seed=True)
+
+
+def _deletes_gone(i: RestoreInputs, age: str, checkpointed: int) -> str:
+    return (
+        f"{age}, beyond {COMPACTION_LAG_MARGIN} x delete.retention.ms ({i.delete_retention_ms} ms): a "
+        f"delete after offset {checkpointed} may be gone from changelog {i.changelog} with the checkpointed "
+        "value it replaced; such a key cannot be seen, and its checkpointed value is lost (commit more "
+        "often than delete.retention.ms)"
+    )
 
 
 def _exact_local_dir(i: RestoreInputs, checkpointed: int, why: list[str]) -> Path | None:

@@ -13,6 +13,9 @@ from samsa.streams import SystemStream
 
 log = logging.getLogger(__name__)
 
+# The settings Samsa creates a changelog with (`ChangelogSettings.topic_config`): set on the topic itself.
+_SAMSA_SETTINGS = frozenset({"cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms"})
+
 AdminFor = Callable[[str], KafkaAdmin]
 """System name -> a KafkaAdmin on that system's cluster (closed by the caller of this module)."""
 
@@ -80,7 +83,7 @@ class ChangelogAdmin:
                         self._task_count,
                     )
                 else:  # another container created it meanwhile; ensure_topic checked partitions and policy
-                    self._check_compaction_lag(store, stream, admin.topic_config(stream.stream))
+                    self._check_settings(admin, store, stream)
 
     def validate_resources(self) -> None:
         """Check, without creating anything, that every changelog exists and fits (errors name the topic)."""
@@ -100,18 +103,7 @@ class ChangelogAdmin:
         compacted only and keeps records as long as the config asks."""
         if actual is not None and actual != self._task_count:
             raise self._partitions_refused(store, stream, actual)
-        topic = admin.topic_config(stream.stream)
-        policy = topic.get("cleanup.policy", "delete")
-        if {p.strip() for p in policy.split(",")} != {"compact"}:
-            raise TopicMismatchError(
-                stream.stream,
-                "cleanup.policy",
-                "compact",
-                policy,
-                f"the changelog of store {store!r} must be compacted only (deletion by retention "
-                "loses state): alter the topic's cleanup.policy to compact",
-            )
-        self._check_compaction_lag(store, stream, topic)
+        self._check_settings(admin, store, stream)
 
     def _partition_counts(self, admin_of: Callable[[str], KafkaAdmin]) -> dict[SystemStream, int | None]:
         """Each changelog's partition count (None: it does not exist), from one metadata fetch per system
@@ -169,25 +161,58 @@ class ChangelogAdmin:
             )
         return TopicMismatchError(topic, "partitions", n, actual, fix)
 
-    def _check_compaction_lag(self, store: str, stream: SystemStream, topic: Mapping[str, str]) -> None:
+    def _check_settings(self, admin: KafkaAdmin, store: str, stream: SystemStream) -> None:
+        """Raise naming every setting of `store`'s changelog that is not what the config asks (all at once:
+        one start per setting would take as many starts to learn them), and saying so when the topic looks
+        auto-created by the broker (recreated after a deletion) rather than made by Samsa."""
+        topic = admin.topic_config(stream.stream)
+        settings = self._settings[store]
+        wrong: list[tuple[str, object, object]] = []  # (setting, wanted, actual)
+        policy = topic.get("cleanup.policy", "delete")
+        if {p.strip() for p in policy.split(",")} != {"compact"}:
+            wrong.append(("cleanup.policy", "compact", policy))
         # Restore undoes uncommitted writes only while compaction cannot yet have dropped the committed
         # records they supersede, and reuses local state only while its deletes' tombstones remain: a topic
         # laxer than the config would let restore count inputs twice or bring deleted keys back.
-        settings = self._settings[store]
         for name, wanted in (
             ("min.compaction.lag.ms", settings.min_compaction_lag_ms),
             ("delete.retention.ms", settings.delete_retention_ms),
         ):
             have = int(topic.get(name, "0"))
             if have < wanted:
-                raise TopicMismatchError(
-                    stream.stream,
-                    name,
-                    wanted,
-                    have,
-                    f"raise the topic's {name} to at least {wanted} (kafka-configs --alter), or lower "
-                    f"stores.{store}.changelog.{name} to {have}",
-                )
+                wrong.append((name, wanted, have))
+        if not wrong:
+            return
+        (setting, expected, actual), others = wrong[0], wrong[1:]
+        text = f"It is the changelog of store {store!r}"
+        if others:
+            text += ", and also has " + " and ".join(f"{n}={a} ({w} required)" for n, w, a in others)
+        text += (
+            ": a changelog must be compacted only (deletion by retention loses state) and keep records as "
+            f"long as stores.{store}.changelog.min.compaction.lag.ms and .delete.retention.ms say (restore "
+            "relies on them)."
+        )
+        fix = (
+            f"kafka-configs --alter --entity-type topics --entity-name {stream.stream} --add-config "
+            + ",".join(f"{n}={w}" for n, w, _ in wrong)
+        )
+        if setting == "cleanup.policy" and admin.broker_defaults(stream.stream) >= _SAMSA_SETTINGS:
+            # Samsa creates a changelog with these set on the topic itself: none of them is.
+            text += (
+                " None of the settings Samsa creates a changelog with is set on the topic (all are the "
+                "broker's defaults): it looks auto-created by the broker, e.g. recreated by a client's "
+                "write or read after it was deleted while the job ran. If the job used this changelog "
+                "before, the changelog was lost and what the topic holds is not the store's state: stop the "
+                "job and delete the topic; the next start creates it compacted and rebuilds it from the "
+                "store's local copy where the job last ran, or, elsewhere, refuses naming the ways on "
+                f"(docs/state.md, a lost changelog). If you made the topic for the job, set them all: {fix}"
+            )
+        else:
+            text += f" Set them all at once: {fix}"
+        lower = [f"stores.{store}.changelog.{n}={a}" for n, _, a in wrong if n != "cleanup.policy"]
+        if lower:
+            text += f"; or lower the job's keys to the topic's: {', '.join(lower)}"
+        raise TopicMismatchError(stream.stream, setting, expected, actual, text)
 
     @contextmanager
     def _admins(self) -> Iterator[Callable[[str], KafkaAdmin]]:

@@ -22,8 +22,9 @@ class ChangelogMarkerError(ChangelogError):
         of = f" of store {store!r}" if store else ""
         super().__init__(
             f"unreadable changelog checkpoint marker{of} {marker[:300]!r}: {problem}; expected "
-            '{"version": 1, "changelog": {"system": ..., "stream": ..., "partition": ...}, '
-            '"offset": int|null}. '
+            '{"version": 1 or 2, "changelog": {"system": ..., "stream": ..., "partition": ...}, '
+            '"offset": int|null} (version 2 adds "rebuilding": {"host": ..., "localDir": ...} and/or '
+            '"givenUp": true). '
             "The checkpoint was written by an incompatible writer: fix it with the checkpoint tool, or "
             "delete the task's checkpoint to restore the whole changelog"
         )
@@ -117,13 +118,6 @@ class ChangelogLostError(ChangelogError, InvalidConfigError):
         self.low = low
         self.newest = newest
         system, topic, partition = changelog.system, changelog.stream, changelog.partition
-        backup = other_backups[0] if other_backups else None
-        from_backup = (
-            f"; or restore it from its {backup} backup: set stores.{store}.restore.factories="
-            f"{backup},changelog (the changelog is then rebuilt from what that restores)"
-            if backup
-            else ""
-        )
         super().__init__(
             f"store {store!r} of task {task!r}: its checkpoint has the store's state up to offset {offset} "
             f"of changelog topic {topic} partition {partition} (system {system!r}), but that partition "
@@ -132,8 +126,66 @@ class ChangelogLostError(ChangelogError, InvalidConfigError):
             f"to rebuild it from ({why}). Starting would silently restart the store from what the changelog "
             f"holds, so the start is refused; nothing of the store was restored, written or deleted. Ways "
             f"on: restore the topic's data (or start the job where the store's local checkpoint dir of that "
-            f"checkpoint still is: the changelog is then rebuilt from it){from_backup}; or, accepting the "
+            f"checkpoint still is: the changelog is then rebuilt from it)"
+            f"{_from_backup(store, other_backups)}; or, accepting the "
             f"loss of the state on purpose, stop the job and run `samsa checkpoint forget-changelog <job "
             f"config> --store {store}` (with --task {task!r} for this task alone): the next start restores "
             f"the store from what the changelog holds. See docs/state.md (Changelogs: a lost changelog)"
         )
+
+
+class ChangelogRebuildCutShortError(ChangelogLostError):
+    """A store whose lost changelog a start began rebuilding from the local copy on its host (recorded in the
+    checkpoint), cut short before a commit sealed the rebuild, is started where that copy is not: what the
+    changelog holds is part of the rebuild (its offsets may cover the checkpointed one), not the checkpointed
+    state."""
+
+    def __init__(
+        self,
+        store: str,
+        task: str,
+        changelog: SystemStreamPartition,
+        offset: int,
+        low: int,
+        newest: int,
+        host: str,
+        local_dir: str,
+        why: str,
+        other_backups: Sequence[str] = (),
+    ) -> None:
+        self.store = store
+        self.task = task
+        self.changelog = changelog
+        self.offset = offset
+        self.low = low
+        self.newest = newest
+        self.host = host
+        self.local_dir = local_dir
+        system, topic, partition = changelog.system, changelog.stream, changelog.partition
+        ChangelogError.__init__(
+            self,
+            f"store {store!r} of task {task!r}: its changelog topic {topic} partition {partition} (system "
+            f"{system!r}) lost the state its checkpoint has up to offset {offset}, and a start on host "
+            f"{host!r} began rebuilding the changelog from the local copy of that state there "
+            f"({local_dir}), but was cut short before a commit sealed the rebuild: the partition's offsets "
+            f"[{low}, {newest}] hold part of the rebuild, not the checkpointed state, and no local copy of "
+            f"it is here ({why}). Starting would silently restore part of the state, so the start is "
+            f"refused; nothing of the store was restored, written or deleted. Ways on: start the job on "
+            f"host {host!r}, where the local copy is (the rebuild is done again from it, and the first "
+            f"commit seals it){_from_backup(store, other_backups)}; "
+            f"or, accepting the loss of the state on purpose, stop the job and run "
+            f"`samsa checkpoint forget-changelog <job config> --store {store}` (with --task {task!r} for "
+            f"this task alone): the next start empties the store and undoes the partial rebuild in the "
+            f"changelog. See docs/state.md (Changelogs: a lost changelog)",
+        )
+
+
+def _from_backup(store: str, other_backups: Sequence[str]) -> str:
+    """The way on of restoring the store from another backend's backup, when the checkpoint has one."""
+    if not other_backups:
+        return ""
+    backup = other_backups[0]
+    return (
+        f"; or restore it from its {backup} backup: set stores.{store}.restore.factories={backup},changelog "
+        "(the changelog is then rebuilt from what that restores)"
+    )

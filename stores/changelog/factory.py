@@ -53,7 +53,10 @@ class ChangelogBackendFactory:
         name: str = "changelog",
         admin_config_for: Callable[[str], Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.time,
+        retain_existing_state: bool = True,
     ) -> None:
+        """`retain_existing_state`: Samza's task.transactional.state.retain.existing.state (False: a store
+        without a checkpointed position starts empty, its changelog undone)."""
         self.name = name
         self.changelogs = {store: SystemStream(*stream) for store, stream in stores.items()}
         check_unique_changelogs(self.changelogs)
@@ -61,6 +64,7 @@ class ChangelogBackendFactory:
         self._consumer_config_for = consumer_config_for
         self._admin_config_for = admin_config_for or self._admin_config
         self._clock = clock
+        self._retain_existing_state = retain_existing_state
         self._lock = threading.Lock()
         self._watermark_clients: dict[str, KafkaConsumer] = {}
 
@@ -69,7 +73,13 @@ class ChangelogBackendFactory:
 
     def restore_manager(self, task: TaskStoresContext) -> ChangelogRestoreManager:
         return ChangelogRestoreManager(
-            task, self._partitions(task), self._restore_consumer, self._producer, self.name, self._clock
+            task,
+            self._partitions(task),
+            self._restore_consumer,
+            self._producer,
+            self.name,
+            self._clock,
+            self._retain_existing_state,
         )
 
     def admin(self, stores: Mapping[str, Mapping[str, str]], task_count: int) -> ChangelogAdmin:
@@ -93,13 +103,21 @@ class ChangelogBackendFactory:
 
     def check_restore(
         self, task: TaskStoresContext, markers: Markers | None, checkpoint_id: str | None
-    ) -> None:
+    ) -> Markers:
         """Decides the restore of `task`'s stores as its restore manager's init would, acting on nothing:
-        raises what the init would raise (`ChangelogLostError`). Asks the shared watermark client."""
+        raises what the init would raise (`ChangelogLostError`). Asks the shared watermark client. Returns
+        the markers the checkpoint must hold before the restore rebuilds a lost changelog (store -> marker
+        saying `rebuilding`: `ChangelogRestoreManager.check`)."""
         manager = ChangelogRestoreManager(
-            task, self._partitions(task), self._watermark_client, self._producer, self.name, self._clock
+            task,
+            self._partitions(task),
+            self._watermark_client,
+            self._producer,
+            self.name,
+            self._clock,
+            self._retain_existing_state,
         )
-        manager.check(markers, checkpoint_id)  # not closed: its consumer is the shared client
+        return manager.check(markers, checkpoint_id)  # not closed: its consumer is the shared client
 
     def _watermarks(self, system: str, tp: TopicPartition) -> tuple[int, int]:
         # librdkafka serves concurrent callers: no lock held while asking

@@ -28,13 +28,16 @@ def check_changelogs_kept(
     storage: ContainerStorage,
     markers: Mapping[str, Mapping[str, Markers] | None],
     checkpoint_ids: Mapping[str, str | None],
-) -> None:
+) -> dict[str, Markers]:
     """Raises `ChangelogLostError` for the first store of a task (by task, then store) that its changelog
     alone restores and whose changelog lost its checkpointed state with no exact local copy here.
-    `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id."""
+    `markers` and `checkpoint_ids` are by task: its last checkpoint's markers by backend, and its id.
+    Returns, by task, the changelog markers its checkpoint must hold before the restore rebuilds a lost
+    changelog from the local copy here (store -> marker saying `rebuilding`): the start writes them first."""
+    rebuilds: dict[str, Markers] = {}
     factory = storage.backends.get(CHANGELOG)
     if not isinstance(factory, ChangelogBackendFactory):
-        return
+        return rebuilds
     for task, context in sorted(storage.contexts.items()):
         task_markers = markers.get(task)
         changelog_markers = (task_markers or {}).get(CHANGELOG)
@@ -46,7 +49,10 @@ def check_changelogs_kept(
         if not stores:
             continue
         sub = _subset(context, stores, task_markers or {})
-        factory.check_restore(sub, changelog_markers, checkpoint_ids.get(task))
+        marked = factory.check_restore(sub, changelog_markers, checkpoint_ids.get(task))
+        if marked:
+            rebuilds[task] = marked
+    return rebuilds
 
 
 def _from_changelog(

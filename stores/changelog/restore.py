@@ -18,9 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -32,12 +34,13 @@ from samsa.stores.changelog.actions import (
     LocalDir,
     RestoreInputs,
     StoreActions,
+    given_up_actions,
     rebuild_actions,
     seed_actions,
     store_actions,
 )
 from samsa.stores.changelog.exceptions import ChangelogRestoreError, RestoreInterrupted
-from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.stores.changelog.marker import ChangelogMarker, RebuildMark
 from samsa.stores.changelog.settings import ChangelogSettings
 from samsa.stores.checkpoint_dirs import (
     checkpoint_dir,
@@ -102,13 +105,17 @@ class ChangelogRestoreManager:
         producer: TrimProducer,
         backend: str = "changelog",
         clock: Callable[[], float] = time.time,
+        retain_existing_state: bool = True,
     ) -> None:
+        """`retain_existing_state`: False starts a store without a checkpointed position empty, undoing what
+        its changelog holds (Samza's task.transactional.state.retain.existing.state)."""
         self.context = context
         self.changelogs = dict(changelogs)
         self._consumer_for = consumer_for
         self._producer = producer
         self._backend = backend
         self._clock = clock
+        self._retain_existing_state = retain_existing_state
         self._consumers: dict[str, RestoreConsumer] = {}
         self._open: list[KeyValueStore[bytes, bytes]] = []
         self._specs: dict[str, StoreSpec] = {}
@@ -133,14 +140,21 @@ class ChangelogRestoreManager:
             level = logging.WARNING if actions.degraded else logging.INFO
             log.log(level, "restore plan for store %s of task %s: %s", store, task, "; ".join(actions.notes))
 
-    def check(self, markers: Markers | None, checkpoint_id: str | None = None) -> None:
+    def check(self, markers: Markers | None, checkpoint_id: str | None = None) -> Markers:
         """Decides as `init` does, acting on nothing and logging nothing: raises what `init` would raise
-        (`ChangelogLostError`), before anything of the stores is touched or written."""
-        for _ in self._decide(markers, checkpoint_id):
+        (`ChangelogLostError`), before anything of the stores is touched or written. Returns, per store whose
+        lost changelog the restore will rebuild, the marker saying so that the checkpoint must hold before
+        the restore writes the first rebuild record (none when the checkpoint already says so)."""
+        rebuilds: dict[str, ChangelogMarker] = {}
+        for _ in self._decide(markers, checkpoint_id, rebuilds):
             pass
+        return {store: marker.encode() for store, marker in rebuilds.items()}
 
     def _decide(
-        self, markers: Markers | None, checkpoint_id: str | None
+        self,
+        markers: Markers | None,
+        checkpoint_id: str | None,
+        rebuilds: dict[str, ChangelogMarker] | None = None,
     ) -> Iterator[tuple[str, StoreActions]]:
         task = self.context.task_name
         now_ms = self._clock() * 1000
@@ -175,6 +189,7 @@ class ChangelogRestoreManager:
                         if b != self._backend and store in stores
                     )
                 ),
+                retain_existing_state=self._retain_existing_state,
             )
             if store in self.context.seeded:
                 restored = checkpoint_dir(store_dir, checkpoint_id or "")
@@ -185,23 +200,45 @@ class ChangelogRestoreManager:
                     )
                 yield store, seed_actions(inputs, restored)
             else:
-                yield store, self._planned(store_dir, ssp, checkpoint_id, inputs)
+                yield store, self._planned(store_dir, ssp, checkpoint_id, inputs, rebuilds)
 
     @staticmethod
     def _planned(
-        store_dir: Path, ssp: SystemStreamPartition, checkpoint_id: str | None, inputs: RestoreInputs
+        store_dir: Path,
+        ssp: SystemStreamPartition,
+        checkpoint_id: str | None,
+        inputs: RestoreInputs,
+        rebuilds: dict[str, ChangelogMarker] | None = None,
     ) -> StoreActions:
         """`store_actions`, or a rebuild of the changelog that a start of the same checkpoint began: decided
-        once (before an exactly-once start's abort records, by `check`), it holds until a commit seals it."""
+        once (before an exactly-once start's abort records, by `check`), it holds until a commit seals it.
+        The decision is recorded twice, before the first rebuild record: in `<store dir>.rebuilding` on this
+        host, and in the checkpoint, for every host (`rebuilds` gets the marker to record there, which the
+        start writes: `ContainerState.check_changelogs`); a start elsewhere then refuses rather than take a
+        partly rebuilt changelog for the checkpointed state. Only a lost changelog's rebuild is recorded: a
+        reseed of an intact one (`StoreActions.reseed_on_gap`) needs no mark, as every start of the
+        checkpoint meets the same gap again, and a start elsewhere may restore the changelog it holds (the
+        checkpointed state, plus writes after it that it undoes)."""
+        checkpointed = inputs.checkpointed
+        # Of another changelog (stores.<s>.changelog changed since): `store_actions` decides, as for any.
+        flagged = checkpointed if checkpointed is not None and checkpointed.changelog == ssp else None
+        if flagged is not None and flagged.given_up:
+            return given_up_actions(inputs)
         pending = _rebuilding_file(store_dir)
         begun = _read_rebuilding(pending)
         if begun is not None and begun != (checkpoint_id, str(ssp)):
             pending.unlink(missing_ok=True)  # a commit since sealed that rebuild: the checkpoint moved on
             begun = None
-        actions = rebuild_actions(inputs) if begun is not None else store_actions(inputs)
-        if actions.seed and begun is None and checkpoint_id is not None:
+        marked = flagged is not None and flagged.rebuilding is not None
+        actions = rebuild_actions(inputs) if begun is not None or marked else store_actions(inputs)
+        if actions.seed and checkpoint_id is not None:
             # Durable before the first rebuild record: a start cut short rebuilds again, from the same dir.
-            write_checked_json(pending, {"checkpoint-id": checkpoint_id, "changelog": str(ssp)})
+            if begun is None:
+                write_checked_json(pending, {"checkpoint-id": checkpoint_id, "changelog": str(ssp)})
+            assert checkpointed is not None and actions.reuse is not None
+            mark = RebuildMark(socket.gethostname(), str(actions.reuse))
+            if rebuilds is not None and checkpointed.rebuilding != mark:
+                rebuilds[inputs.store] = replace(checkpointed, rebuilding=mark, given_up=False)
         return actions
 
     def _local_dirs(self, store_dir: Path) -> list[LocalDir]:
@@ -227,7 +264,7 @@ class ChangelogRestoreManager:
                 engine = self._prepare(store, actions)
                 started = time.monotonic()
                 self._replay(store, engine, actions, stop)
-                if actions.seed:
+                if actions.seed or store in self._seeded_keys:  # or a reseed the replay found needed
                     self._seed(store, engine, stop)
                 if engine in self._open:
                     engine.flush()  # memtables to SSTs: the reopen need not replay a large WAL
@@ -295,6 +332,11 @@ class ChangelogRestoreManager:
         # Exactly-once: commit and abort records are skipped, writes an abort record voided are dropped.
         reader = ChangelogReader() if self.context.exactly_once else None
         void: set[bytes] = set()
+        # An old checkpoint: undone only where the replay proves nothing was compacted (`_Consecutive`).
+        proof = _Consecutive(actions.start, restore_to) if actions.undo_proven_only else None
+        # Older still, with nothing to replay: a gap after the checkpoint may be a delete gone (reseeded).
+        tail = _Consecutive(restore_to + 1, end) if actions.reseed_on_gap else None
+        kept: set[bytes] = set()
         last = actions.start - 1
         idle_since = time.monotonic()
         try:
@@ -317,6 +359,11 @@ class ChangelogRestoreManager:
                 last = msgs[-1].offset()
                 if last > end:  # the partition moved on since init (our own undo records included)
                     msgs = [m for m in msgs if m.offset() <= end]
+                # Every record counts, control records and void writes too.
+                if proof is not None:
+                    proof.read(msgs)
+                if tail is not None:
+                    tail.read(msgs)
                 if reader is not None:
                     msgs, dropped = reader.select(msgs)
                     void.update(dropped)
@@ -326,8 +373,14 @@ class ChangelogRestoreManager:
                 split = _first_after(msgs, restore_to)
                 if split:
                     _apply(put_all, msgs[:split], progress)
-                self._undo(engine, ssp, msgs[split:], undone)
-                progress.records += len(msgs) - split
+                after = msgs[split:]
+                if proof is not None and not proof.complete():
+                    # The checkpointed values are unknown: undoing with the replayed ones could lose them.
+                    kept.update(k for m in after if (k := m.key()) is not None)
+                    _apply(put_all, after, progress)
+                    continue
+                self._undo(engine, ssp, after, undone)
+                progress.records += len(after)
         finally:
             consumer.unassign()
         if void:
@@ -342,8 +395,44 @@ class ChangelogRestoreManager:
                 self.context.task_name,
                 reader.void,
             )
+        if kept:
+            log.warning(
+                "restore of store %s of task %s: %d key(s) written after changelog %s offset %d (the "
+                "checkpoint, up to offset %d) are KEPT with their newer values, not undone: the checkpoint "
+                "is older than 0.9 x min.compaction.lag.ms and offsets [%d, %d] have gaps, so compaction may "
+                "have removed their checkpointed values. The inputs after the checkpoint are processed "
+                "again on top of those kept writes: their effect counts twice (e.g. a count increments "
+                "again). Commit more often than the changelog's min.compaction.lag.ms (task.commit.ms), "
+                "keep containers from staying down that long, or raise "
+                "stores.%s.changelog.min.compaction.lag.ms",
+                store,
+                self.context.task_name,
+                len(kept),
+                ssp,
+                restore_to,
+                end,
+                actions.start,
+                restore_to,
+                store,
+            )
         self.trimmed[store] = len(undone)
         if actions.seed:
+            self._seeded_keys[store] = undone
+        elif tail is not None and not tail.complete():
+            log.warning(
+                "restore of store %s of task %s: changelog %s has a gap at offset %d, after the "
+                "checkpointed offset %d, and the checkpoint is older than 0.9 x delete.retention.ms: a "
+                "delete written after the checkpoint may be gone from the changelog with the checkpointed "
+                "value it replaced. "
+                "Writing every key of the store (restored from the local copy, exactly the checkpointed "
+                "state) to the changelog again, so that a restore elsewhere finds them; commit more often "
+                "than delete.retention.ms to avoid it",
+                store,
+                self.context.task_name,
+                ssp,
+                tail.gap_at,
+                restore_to,
+            )
             self._seeded_keys[store] = undone
 
     def _seed(self, store: str, engine: KeyValueStore[bytes, bytes], stop: threading.Event) -> None:
@@ -401,6 +490,55 @@ class ChangelogRestoreManager:
         if consumer is None:
             consumer = self._consumers[system] = self._consumer_for(system)
         return consumer
+
+
+class _Consecutive:
+    """Whether a read saw every offset of [first, last]: compaction leaves a gap where it removed a record.
+
+    Proves a replay of [start, checkpointed] exact for a checkpoint old enough for compaction to have removed
+    records (`StoreActions.undo_proven_only`): compaction removes a record only when a later record of its
+    key exists, so consecutive offsets (every record read, exactly-once control records and void writes
+    included) prove that nothing up to the checkpoint was removed, and undoing with the replayed values is
+    exact. A gap proves nothing either way (the cleaner may have removed a record that later ones replaced
+    before the checkpoint), so then the writes after the checkpoint are kept: undoing with a value older than
+    the checkpointed one (or none) could lose it. Under exactly-once that keeps the void writes of the
+    version after the restored one, for the same reason. (Telling, per key, which checkpointed values
+    survived would rely on the order in which a broker's cleaner removes records, which brokers implementing
+    Kafka's protocol differ in.) Samsa's changelog producer is not transactional, so Kafka's transaction
+    markers leave no gaps.
+
+    After the checkpoint (`StoreActions.reseed_on_gap`), no gap proves that no tombstone was removed there."""
+
+    def __init__(self, first: int, last: int) -> None:
+        self._next = first
+        self._last = last
+        #: The first offset missing, once a gap is seen.
+        self.gap_at: int | None = None
+
+    def read(self, msgs: Sequence[RawMessage]) -> None:
+        """Notes the offsets of `msgs`, a batch of one partition in offset order."""
+        if not msgs or self.gap_at is not None or self._next > self._last:
+            return
+        first, final = msgs[0].offset(), msgs[-1].offset()
+        if first == self._next and final - first == len(msgs) - 1:
+            self._next = final + 1  # the usual batch: consecutive from where the last one ended
+            return
+        for m in msgs:
+            offset = m.offset()
+            if offset < self._next:  # before `first`
+                continue
+            if offset != self._next:
+                self.gap_at = self._next
+                return
+            self._next += 1
+            if self._next > self._last:
+                return
+
+    def complete(self) -> bool:
+        """Whether every offset of [first, last] was read (asked once the read is past `last`, or done)."""
+        if self.gap_at is None and self._next <= self._last:
+            self.gap_at = self._next  # the read ended before `last`: offsets at the end are missing
+        return self.gap_at is None
 
 
 class _KeyOnly(NamedTuple):

@@ -14,6 +14,7 @@ from samsa.adjunct.extractors import (
     EnvelopeExtractor,
     extractor_factory_key,
     extractor_for,
+    extractor_options,
 )
 from samsa.exceptions import SamsaError
 from samsa.runtime.task import IncomingMessageEnvelope
@@ -278,6 +279,42 @@ def test_user_extractor_is_loaded_from_its_path(path: str) -> None:
     extractor = extractor_for("customers", path, StringSerde())
     entries = extract(extractor, "ignored", {"id": 7, "name": "Ada"})
     assert entries == [(7, "ADA")]
+
+
+@pytest.mark.usefixtures("support_on_path")
+@pytest.mark.parametrize(
+    "path", ["adjunct_test_extractors:FieldExtractor", "adjunct_test_extractors:make_field_extractor"]
+)
+def test_a_user_extractor_taking_an_argument_is_given_its_own_keys(path: str) -> None:
+    config = {
+        "stores.customers.adstore.key.value.extractor.factory": path,
+        "stores.customers.adstore.key.value.extractor.field": "city",
+        "stores.customers.adstore.input": "kafka.customers",  # the store's, not the extractor's
+    }
+    options = extractor_options(config, "customers")
+    assert options == {"field": "city"}
+    extractor = extractor_for("customers", path, StringSerde(), options)
+    assert extract(extractor, "ignored", {"id": 7, "city": "Oslo"}) == [(7, "Oslo")]
+
+
+@pytest.mark.usefixtures("support_on_path")
+def test_an_extractor_with_an_optional_argument_keeps_its_default() -> None:
+    # Written before extractors were given their options: handing it the (empty) options dict would put
+    # a dict where its `field` default is.
+    extractor = extractor_for("customers", "adjunct_test_extractors:DefaultFieldExtractor", StringSerde(), {})
+    assert extractor.field == "name"  # type: ignore[attr-defined]
+    assert extract(extractor, "ignored", {"id": 7, "name": "Ada"}) == [(7, "Ada")]
+
+
+@pytest.mark.usefixtures("support_on_path")
+def test_options_set_for_an_extractor_that_would_not_get_them_are_refused() -> None:
+    with pytest.raises(AdjunctConfigError) as caught:
+        extractor_for(
+            "customers", "adjunct_test_extractors:DefaultFieldExtractor", StringSerde(), {"field": "city"}
+        )
+    message = str(caught.value)
+    assert "stores.customers.adstore.key.value.extractor.field set them" in message
+    assert "make its first parameter required" in message
 
 
 @pytest.mark.usefixtures("support_on_path")

@@ -141,6 +141,9 @@ def test_the_built_in_writer_writes_nothing_of_a_chunk_holding_a_message_it_cann
             self.sealed.append(next_offset)
             return len(self.sealed)
 
+        def skips(self, offset: int) -> bool:
+            return False
+
     def env(
         offset: int, value: bytes, headers: list[tuple[str, bytes]] | None = None
     ) -> IncomingMessageEnvelope:

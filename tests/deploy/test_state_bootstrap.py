@@ -22,7 +22,8 @@ from samsa.deploy import spark as spark_module
 from samsa.deploy.bootstrap import BootstrapRequest, PartitionResult, bootstrap_state
 from samsa.deploy.exceptions import BootstrapError
 from samsa.deploy.spark import Spark, _slots, run_bootstrap
-from samsa.kafka.partitioner import partition_for
+from samsa.kafka import KafkaProducer
+from samsa.kafka.partitioner import consistent_partition_for, partition_for
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 
@@ -291,3 +292,34 @@ def test_without_pyarrow_the_rdd_job_places_rows_alike(spark, job_config, topics
         assert all(partition_for(w.encode(), PARTITIONS) == p for w in counts)
         held += counts
     assert held == Counter(boot)
+
+
+def test_inputs_written_by_librdkafkas_default_partitioner_get_rows_placed_by_crc32(
+    spark, job_config, topics, run_job, read_topic, tmp_path, kafka_bootstrap
+):
+    # confluent-kafka's Producer left at its defaults places keys by CRC32, not murmur2: each row must go to
+    # the task that reads its key's partition, or the job counts from another task's state.
+    words, out = topics(PARTITIONS), topics(PARTITIONS)
+    boot = {f"c{i}": 1000 + i for i in range(40)}
+    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap, "partitioner": "consistent_random"})
+    for word in boot:
+        producer.send(words, word.encode(), key=word.encode())
+    producer.flush()
+    producer.close()
+    assert any(
+        consistent_partition_for(w.encode(), PARTITIONS) != partition_for(w.encode(), PARTITIONS)
+        for w in boot
+    )
+    config = count_job(
+        job_config,
+        words,
+        out,
+        **{"stores.counts.backup.factories": "blobstore", "blobstore.local.dir": str(tmp_path / "b")},
+    )
+    source = _parquet(spark, tmp_path / "crc.parquet", boot)
+    lines = _bootstrap(
+        spark, config, [], store="counts", source=source, key="word", values=("count",), offsets="earliest"
+    )
+    assert any(line.startswith("placing keys by CRC32") for line in lines), lines
+    run_job(config)
+    assert final_counts(read_topic(out)) == {w: n + 1 for w, n in boot.items()}

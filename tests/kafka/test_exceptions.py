@@ -43,6 +43,17 @@ def test_not_found_lists_every_missing_topic_sorted() -> None:
     assert "'a', 'b'" in str(e) and "h:9092" in str(e)
 
 
+def test_not_found_says_how_to_create_a_topic_where_kafka_topics_is_not_at_hand() -> None:
+    # The README's job on the embedded broker (or an inmemory: system) has no kafka-topics tool.
+    text = str(TopicNotFoundError(["words", "wordcount-counts"], "127.0.0.1:9092"))
+    assert "kafka-topics --create" in text
+    assert (
+        "samsa.kafka.KafkaAdmin({'bootstrap.servers': '127.0.0.1:9092'}).create_topic('wordcount-counts', "
+        "<partitions>)" in text
+    )
+    assert "embedded dev broker and the inmemory system" in text
+
+
 def test_transaction_error_advice() -> None:
     abortable = TransactionError("commit_transaction", "X", requires_abort=True, retriable=False, fatal=False)
     assert "Abort the transaction" in str(abortable) and abortable.requires_abort

@@ -71,7 +71,7 @@ def test_a_killed_holder_leaves_a_stale_file_that_blocks_nothing(tmp_path: Path)
     finally:
         if holder.poll() is None:
             holder.kill()
-    assert path.read_text() == str(holder.pid)  # the dead holder's file is still there...
+    assert path.read_text() == f"{holder.pid}\n"  # the dead holder's file is still there...
     lock = RunLock(path, "c")
     lock.acquire()  # ...and the OS released its lock
     lock.release()
@@ -111,7 +111,8 @@ def test_a_second_start_of_a_running_container_is_refused_and_a_crash_frees_it(
     assert f"container 0 of job {inmemory_job.job_key} is already running here (pid {os.getpid()}" in str(
         refused.value
     )
-    assert pid_file.read_text() == str(os.getpid()), "the refused start left the running one's pid file"
+    assert pid_file.read_text() == f"{os.getpid()}\n", "the refused start left the running one's pid file"
+    assert (pid_dir(inmemory_job) / "container-0.lock").read_text() == f"{os.getpid()}\n"  # lines, for cat
     running.crash()  # like kill -9: the restart must not be blocked
     restarted = Container(inmemory_job, model)
     assert restarted.start() is not None

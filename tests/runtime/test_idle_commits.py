@@ -179,3 +179,46 @@ def test_a_commit_the_task_asks_for_while_idle_still_commits(job_config: Any, to
         # commits in between were left out.
         assert job.count(m.COMMITS) == len(written) == 4
         assert job.count(m.COMMITS_IDLE) >= 3
+
+
+@pytest.mark.parametrize(
+    ("commit_ms", "lag_ms", "interval", "warned"),
+    [
+        # task.commit.ms=-1 keeps Samza's meaning (only the commits the task asks for), with a warning.
+        ("-1", "2000", None, True),
+        # A compaction lag of 0 neither shortens the timer nor makes it commit every millisecond.
+        ("60000", "0", 60.0, True),
+        # Within half of 0.9 x the lag: nothing to warn about.
+        ("100", "2000", 0.1, False),
+    ],
+)
+def test_the_commit_timer_is_task_commit_ms_with_a_warning_when_a_checkpoint_may_outgrow_the_lag(
+    job_config: Any,
+    topics: Any,
+    produce: Any,
+    counts_store: Any,
+    caplog: pytest.LogCaptureFixture,
+    commit_ms: str,
+    lag_ms: str,
+    interval: float | None,
+    warned: bool,
+) -> None:
+    # A forced commit could checkpoint offsets past work a task buffers until it asks for a commit itself.
+    inp, out = topics(1), topics(1)
+    extra = {
+        "task.commit.ms": commit_ms,
+        "stores.counts.changelog.min.compaction.lag.ms": lag_ms,
+        **counts_store(inp),
+    }
+    config = job_config(f"kafka.{inp}", out, task="idle_commit_tasks:CountingTask", **extra)
+    produce(inp, [("k", str(i)) for i in range(5)], partition=0)
+    with caplog.at_level("WARNING", logger="samsa.runtime.container"), running(config) as job:
+        job.wait_for(lambda: job.count(m.MESSAGES_PROCESSED) == 5, "5 messages processed")
+        (ti,) = job.container._tasks
+        assert ti.commit_interval == interval
+    warnings = [r.getMessage() for r in caplog.records if "count twice" in r.getMessage()]
+    assert len(warnings) == (1 if warned else 0), warnings
+    if warned:
+        assert f"task.commit.ms={commit_ms}" in warnings[0]
+        assert "another host" in warnings[0]
+        assert "min.compaction.lag.ms" in warnings[0]

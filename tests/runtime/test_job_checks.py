@@ -80,6 +80,16 @@ def test_a_serde_key_of_a_stream_sent_to_outside_task_outputs_passes_with_one_wa
     assert "did you mean" not in record.getMessage()
 
 
+def test_a_blank_serde_key_of_no_stream_of_the_job_is_unset_and_warns_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The word-count demo renames the job.yaml's output and unsets its serde key with a blank override.
+    key = "systems.kafka.streams.sums-out-old.samza.msg.serde"
+    with caplog.at_level(logging.INFO, "samsa.runtime.validation"):
+        check_job(job({key: ""}))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def test_a_stream_unlike_every_stream_of_the_job_gets_no_suggestion(caplog: pytest.LogCaptureFixture) -> None:
     # The reviewer's f5: `out` was "close" to `sin` with the system prefix counted in.
     with caplog.at_level(logging.INFO, "samsa.runtime.validation"):

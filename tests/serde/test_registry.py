@@ -67,6 +67,18 @@ class SubPrefixed(Serde):
 
 class SubSubUpper(SubUpper):
     pass
+
+class Wrapped:
+    """A Serde class whose constructor's arguments all have defaults."""
+    def __init__(self, left="<", right=">"):
+        self.left, self.right = left, right
+    def to_bytes(self, obj):
+        return f"{self.left}{obj}{self.right}".encode()
+    def from_bytes(self, data):
+        return data.decode()
+
+def make_optional(name, options=None):
+    return Prefixed(name, options or {})
 '''
 
 
@@ -144,6 +156,20 @@ def test_serde_protocol_subclasses_are_built_by_their_own_constructor(factories:
     assert registry.get("up").to_bytes("abc") == b"ABC"
     assert registry.get("upup").to_bytes("abc") == b"ABC"
     assert registry.get("pre").to_bytes(b"x") == b"pre|x"
+
+
+def test_a_factory_that_can_be_called_without_arguments_keeps_its_defaults(factories: str) -> None:
+    # Given (name, options) only when it cannot be built without them: a serde class whose constructor
+    # takes two optional arguments would otherwise get the serde's name and options in their places.
+    registry = SerdeRegistry(
+        {
+            f"{P}wrap.class": f"{factories}:Wrapped",
+            f"{P}opt.class": f"{factories}:make_optional",  # needs `name`: given both
+            f"{P}opt.sep": "|",
+        }
+    )
+    assert registry.get("wrap").to_bytes("x") == b"<x>"
+    assert registry.get("opt").to_bytes(b"x") == b"opt|x"
 
 
 @pytest.mark.parametrize(

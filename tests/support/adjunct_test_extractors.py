@@ -27,8 +27,10 @@ class NoExtractMethod:
 
 
 class NeedsArguments:
-    def __init__(self, store: str) -> None:
-        self.store = store
+    """Takes two arguments, where an extractor factory is given none or its options."""
+
+    def __init__(self, store: str, table: str) -> None:
+        self.store, self.table = store, table
 
     def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
         return ()
@@ -48,3 +50,29 @@ class UpperNameRecordExtractor:
 
     def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
         yield envelope.key, {"name": envelope.value["name"].upper()}
+
+
+class FieldExtractor:
+    """Stores the record's field named by its own key `field` (stores.<s>.adstore.key.value.extractor.field),
+    keyed by the record's id."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.field = options["field"]
+
+    def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
+        yield envelope.value["id"], envelope.value[self.field]
+
+
+def make_field_extractor(options: dict[str, str]) -> FieldExtractor:
+    return FieldExtractor(options)
+
+
+class DefaultFieldExtractor:
+    """Stores the record's field `field` (by default `name`), keyed by the record's id: an extractor whose
+    constructor has an optional argument, written before extractors were given their options."""
+
+    def __init__(self, field: str = "name") -> None:
+        self.field = field
+
+    def extract(self, envelope: IncomingMessageEnvelope) -> Iterable[tuple[Any, Any]]:
+        yield envelope.value["id"], envelope.value[self.field]

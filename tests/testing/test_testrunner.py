@@ -262,6 +262,10 @@ def test_the_python_examples_of_docs_testing_md_run(tmp_path, monkeypatch):
             _run_as_a_pytest_file(tmp_path / f"test_docs_testing_md_{number}.py", block)
         else:
             exec(compile(block, "docs/testing.md", "exec"), {"__name__": "docs_example"})
+    # Run as written, the examples leave nothing in the user's working dir but their own test files and
+    # the DeterministicScheduler example's store dirs (a job's, as `samsa run`'s, which it says to look at).
+    left = {p.name for p in tmp_path.iterdir()} - {"__pycache__", "scheduler-state", "state"}
+    assert {n for n in left if not n.startswith("test_docs_testing_md_")} == set()
 
 
 def _run_as_a_pytest_file(path: Path, block: str) -> None:

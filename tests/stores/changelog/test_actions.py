@@ -219,14 +219,69 @@ def test_checkpoint_of_another_changelog_counts_as_none() -> None:
     assert a.degraded and a.reuse is None and (a.start, a.restore_to, a.end) == (0, 150, 150)
 
 
-def test_old_checkpoint_beyond_compaction_lag_is_not_trimmed() -> None:
+def test_old_checkpoint_beyond_compaction_lag_undoes_only_what_the_replay_proves() -> None:
+    # Compaction may have removed checkpointed values of keys written after the checkpoint: the restore
+    # still undoes, but only when the replay of [81, 100] proves that nothing was removed.
     d = local("1-1", 80)
     old = decide(dirs=(d,), checkpoint_ms=NOW_MS - int(0.9 * LAG_MS) - 1)
-    assert old.reuse == d.path and (old.start, old.restore_to, old.end) == (81, 150, 150)
-    assert not old.trims and old.degraded
-    assert any("min.compaction.lag.ms" in n for n in old.notes)
+    assert old.reuse == d.path and (old.start, old.restore_to, old.end) == (81, 100, 150)
+    assert old.trims and old.undo_proven_only and not old.degraded
+    assert any("min.compaction.lag.ms" in n and "without a gap" in n for n in old.notes)
     recent = decide(dirs=(d,), checkpoint_ms=NOW_MS - int(0.9 * LAG_MS))
-    assert recent.restore_to == 100 and recent.trims
+    assert recent.restore_to == 100 and recent.trims and not recent.undo_proven_only
+    other_host = decide(checkpoint_ms=NOW_MS - 2 * LAG_MS)
+    assert (other_host.start, other_host.restore_to, other_host.end) == (0, 100, 150)
+    assert other_host.undo_proven_only and not other_host.degraded
+
+
+def test_old_checkpoint_with_the_exact_local_dir_undoes_everything() -> None:
+    # The local dir holds exactly the checkpointed state: undoing takes each key's value from it and
+    # nothing from the changelog up to the checkpoint, so compaction cannot make it inexact.
+    exact = local("9-1", 100, age_ms=2 * LAG_MS)
+    a = decide(dirs=(exact,), checkpoint_ms=NOW_MS - 2 * LAG_MS, checkpoint_id="9-1")
+    assert (a.reuse, a.start, a.restore_to, a.end) == (exact.path, 101, 100, 150)
+    assert a.trims and not a.undo_proven_only and not a.degraded and not a.seed
+    # Another checkpoint's dir at the checkpointed offset holds the same state.
+    same = decide(dirs=(local("8-1", 100),), checkpoint_ms=NOW_MS - 2 * LAG_MS, checkpoint_id="9-1")
+    assert same.trims and same.restore_to == 100 and not same.undo_proven_only
+
+
+def test_checkpoint_of_an_empty_changelog_undoes_everything_however_old() -> None:
+    # The checkpointed state is empty: a tombstone for every key undoes it exactly, whatever was compacted.
+    a = decide(checkpointed=None, checkpoint_ms=NOW_MS - 3 * RETENTION_MS)
+    assert (a.start, a.restore_to, a.end) == (0, -1, 150)
+    assert a.trims and not a.undo_proven_only and not a.degraded and not a.seed
+
+
+def test_checkpoint_older_than_delete_retention_reseeds_only_if_the_tail_shows_a_gap() -> None:
+    # A delete after the checkpoint may be gone with the value it replaced; only a gap after the checkpoint
+    # can show it, which the replay looks for: the plan undoes as usual, and rewrites the store's other keys
+    # only then (`reseed_on_gap`), instead of rebuilding the whole changelog whenever the checkpoint is old.
+    exact, older = local("9-1", 100, age_ms=RETENTION_MS), local("8-1", 60, age_ms=RETENTION_MS + 1)
+    a = decide(dirs=(older, exact), checkpoint_ms=NOW_MS - RETENTION_MS, checkpoint_id="9-1")
+    assert (a.reuse, a.delete, a.start, a.restore_to, a.end) == (exact.path, (older.path,), 101, 100, 150)
+    assert a.reseed_on_gap and a.trims and not a.seed and not a.degraded
+    assert any("delete.retention.ms" in n and "show a gap" in n for n in a.notes)
+    # Another checkpoint's dir at the checkpointed offset holds the same state: the same plan.
+    other = decide(dirs=(local("8-1", 100),), checkpoint_ms=NOW_MS - RETENTION_MS, checkpoint_id="9-1")
+    assert other.reseed_on_gap and other.trims and not other.seed and not other.degraded
+    # Younger than 0.9 x delete.retention.ms: no tombstone after the checkpoint can be gone.
+    young = decide(dirs=(exact,), checkpoint_ms=NOW_MS - int(0.9 * RETENTION_MS), checkpoint_id="9-1")
+    assert not young.reseed_on_gap and not young.seed
+    # Without a local dir: undone where proven, and the lost deletes said.
+    far = decide(checkpoint_ms=NOW_MS - RETENTION_MS, checkpoint_id="9-1")
+    assert far.undo_proven_only and far.degraded and not far.reseed_on_gap
+    assert any("value is lost" in n for n in far.notes)
+
+
+def test_an_exactly_once_clean_stop_restarted_a_day_later_does_not_rebuild_the_changelog() -> None:
+    # The checkpoint at 100, the commit record of its version at 101, nothing else; 22 h later, the same
+    # host. It rewrote the whole changelog (the size of the store) at every such restart.
+    age = 22 * 3600 * 1000
+    exact = local("9-1", 100, age_ms=age)
+    a = decide(checkpointed=100, high=102, dirs=(exact,), checkpoint_ms=NOW_MS - age, checkpoint_id="9-1")
+    assert not a.seed and (a.reuse, a.start, a.restore_to, a.end) == (exact.path, 101, 100, 101)
+    assert a.reseed_on_gap  # and the replay of offset 101 finds no gap: `test_restore_loop`
 
 
 def test_unknown_checkpoint_age_still_trims() -> None:

@@ -30,7 +30,7 @@ def test_round_trip(offset: int | None) -> None:
     [
         ("not json", "not JSON"),
         ("[1]", "not a JSON object"),
-        ('{"version": 2, "changelog": {}, "offset": 1}', "version 2"),
+        ('{"version": 3, "changelog": {}, "offset": 1}', "version 3"),
         ('{"version": 1, "changelog": "kafka.cl.0", "offset": 1}', "'changelog' is not an object"),
         ('{"version": 1, "changelog": {"system": "kafka", "partition": 0}, "offset": 1}', "'stream'"),
         (
@@ -57,3 +57,12 @@ def test_bad_marker_names_store_and_marker(text: str, problem: str) -> None:
     assert problem in str(caught.value)
     assert text[:20] in str(caught.value)
     assert caught.value.marker == text
+
+
+def test_an_unknown_version_is_refused_naming_both_known_ones() -> None:
+    text = '{"version": 3, "changelog": {"system": "k", "stream": "s", "partition": 0}, "offset": 1}'
+    with pytest.raises(ChangelogMarkerError) as caught:
+        ChangelogMarker.decode(text, "counts")
+    message = str(caught.value)
+    assert "version 3 is not 1 or 2" in message
+    assert '{"version": 1 or 2,' in message and '"rebuilding"' in message and '"givenUp"' in message
