@@ -54,7 +54,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from samsa.deploy.local import LocalSupervisor, install_stop_handlers
 
     job = _load(args)
-    _refuse_in_process_brokers(job, here=args.container_id is not None)
+    _refuse_in_process_brokers(job)
     if args.container_id is not None:
         return _run_container(job, args)
     if job.deploy == "spark":
@@ -71,16 +71,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return supervisor.run()
 
 
-def _refuse_in_process_brokers(job: JobConfig, here: bool) -> None:
+def _refuse_in_process_brokers(job: JobConfig) -> None:
     """Refuses a system on an in-process in-memory broker (`inmemory://NAME`, the in-memory system's
-    default): each process started would get an empty broker of its own, where no topic is found. `here`:
-    the container runs in this process, which may hold that broker already (`main` called by a test that
-    made it): then it is used."""
-    from samsa.kafka.inmemory import is_in_process, is_open_here
+    default): each process started would get an empty broker of its own, where no topic is found."""
+    from samsa.kafka.inmemory import is_in_process
 
     for name, system in sorted(job.systems.items()):
-        url = system.bootstrap_servers
-        if not is_in_process(url) or (here and is_open_here(str(url))):
+        if not is_in_process(system.bootstrap_servers):
             continue
         prefix = f"systems.{name}."
         where = ("bootstrap.servers", "consumer.bootstrap.servers", "producer.bootstrap.servers")

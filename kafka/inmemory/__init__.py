@@ -15,7 +15,6 @@ from samsa.kafka.inmemory.registry import (
     forget,
     is_in_process,
     is_inmemory,
-    is_open_here,
     use_clock,
 )
 
@@ -28,6 +27,5 @@ __all__ = [
     "forget",
     "is_in_process",
     "is_inmemory",
-    "is_open_here",
     "use_clock",
 ]

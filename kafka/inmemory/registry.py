@@ -33,12 +33,6 @@ def is_in_process(bootstrap_servers: object) -> bool:
     return is_inmemory(bootstrap_servers) and not str(bootstrap_servers)[len(SCHEME) :].startswith("///")
 
 
-def is_open_here(url: str) -> bool:
-    """Whether this process already holds the broker of `url` (something here created or used it)."""
-    with _lock:
-        return url in _brokers
-
-
 def broker(url: str) -> Log:
     """The broker of `inmemory://NAME` (this process) or `inmemory:///ABS/DIR` (shared through DIR)."""
     with _lock:
