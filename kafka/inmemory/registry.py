@@ -19,7 +19,9 @@ SCHEME = "inmemory:"
 _brokers: dict[str, Log] = {}
 _auto_create: dict[str, int] = {}
 _clocks: dict[str, Callable[[], float]] = {}
-_lock = threading.Lock()
+# Reentrant: `forget` also runs from a runner's weakref finalizer, which the garbage collector may call on a
+# thread that holds the lock already (an allocation in `broker`'s `_open` triggering a collection).
+_lock = threading.RLock()
 
 
 def is_inmemory(bootstrap_servers: object) -> bool:
