@@ -111,12 +111,7 @@ class ChangelogLostError(ChangelogError, InvalidConfigError):
         why: str,
         other_backups: Sequence[str] = (),
     ) -> None:
-        self.store = store
-        self.task = task
-        self.changelog = changelog
-        self.offset = offset
-        self.low = low
-        self.newest = newest
+        self._locate(store, task, changelog, offset, low, newest)
         system, topic, partition = changelog.system, changelog.stream, changelog.partition
         super().__init__(
             f"store {store!r} of task {task!r}: its checkpoint has the store's state up to offset {offset} "
@@ -132,6 +127,17 @@ class ChangelogLostError(ChangelogError, InvalidConfigError):
             f"config> --store {store}` (with --task {task!r} for this task alone): the next start restores "
             f"the store from what the changelog holds. See docs/state.md (Changelogs: a lost changelog)"
         )
+
+    def _locate(
+        self, store: str, task: str, changelog: SystemStreamPartition, offset: int, low: int, newest: int
+    ) -> None:
+        """The store, task, changelog partition, checkpointed offset and what the partition holds."""
+        self.store = store
+        self.task = task
+        self.changelog = changelog
+        self.offset = offset
+        self.low = low
+        self.newest = newest
 
 
 class ChangelogRebuildCutShortError(ChangelogLostError):
@@ -153,12 +159,7 @@ class ChangelogRebuildCutShortError(ChangelogLostError):
         why: str,
         other_backups: Sequence[str] = (),
     ) -> None:
-        self.store = store
-        self.task = task
-        self.changelog = changelog
-        self.offset = offset
-        self.low = low
-        self.newest = newest
+        self._locate(store, task, changelog, offset, low, newest)
         self.host = host
         self.local_dir = local_dir
         system, topic, partition = changelog.system, changelog.stream, changelog.partition

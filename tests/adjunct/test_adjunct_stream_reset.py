@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
+from adjunct_jobs import rows_enrich_job
 from background import Background, wait_for
 from job_fixtures import job_config, produce, read_topic, run_in_process
 from recreated_topics import recreate
@@ -56,20 +57,8 @@ def test_a_store_whose_topic_is_recreated_while_the_job_runs_fails_the_container
     kafka_bootstrap: str,
 ) -> None:
     orders, customers, out = topics(1), topics(1), topics(1)
-    config = job_config(
-        f"kafka.{orders}",
-        out,
-        task="samsa_test_tasks:EnrichTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{customers}.samza.msg.serde": "json",
-            f"systems.kafka.streams.{customers}.samza.bootstrap": "true",
-            "stores.customers.factory": "rocksdb",
-            "stores.customers.key.serde": "string",
-            "stores.customers.msg.serde": "json",
-            "stores.customers.adstore.input": f"kafka.{customers}",
-            "stores.customers.adstore.versioned": str(versioned).lower(),
-        },
+    config = rows_enrich_job(
+        job_config, orders, customers, out, **{"stores.customers.adstore.versioned": str(versioned).lower()}
     )
     _table(kafka_bootstrap, customers, {f"c{i}": f"old-{i}" for i in range(10)}, versioned)
     produce(orders, [("c1", "a")])

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
+from adjunct_jobs import rows_enrich_job
 from job_fixtures import job_config, produce, read_topic, run_in_process
 
 from samsa.adjunct.bounded import END_OF_DATASET
@@ -24,27 +24,6 @@ from samsa.runtime.config.job import JobConfig
 from samsa.streams import SystemStreamPartition
 
 __all__ = ["job_config", "produce", "read_topic"]
-
-
-def _enrich(
-    job_config: Callable[..., dict[str, str]], orders: str, customers: str, out: str, **extra: str
-) -> dict[str, str]:
-    """The enrichment job, its store `customers` fed by `customers` (keys as they are, JSON rows)."""
-    return job_config(
-        f"kafka.{orders}",
-        out,
-        task="samsa_test_tasks:EnrichTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{customers}.samza.msg.serde": "json",
-            f"systems.kafka.streams.{customers}.samza.bootstrap": "true",
-            "stores.customers.factory": "rocksdb",
-            "stores.customers.key.serde": "string",
-            "stores.customers.msg.serde": "json",
-            "stores.customers.adstore.input": f"kafka.{customers}",
-            **extra,
-        },
-    )
 
 
 def _recreate(admin: KafkaAdmin, topic: str) -> None:
@@ -91,7 +70,7 @@ def test_a_store_whose_topic_was_recreated_with_more_records_is_rebuilt_from_the
     orders, customers, out = topics(1), topics(1), topics(1)
     produce(customers, _rows({f"c{i}": f"old{i}" for i in range(5)}))
     produce(orders, [("c0", "first")])
-    config = _enrich(job_config, orders, customers, out)
+    config = rows_enrich_job(job_config, orders, customers, out)
     run_in_process(config)
     assert _enriched(read_topic, out, "first") == {"first": "old0"}
     job = JobConfig(Config(config))
@@ -127,7 +106,9 @@ def test_a_versioned_dataset_whose_topic_was_recreated_is_read_again_from_the_ne
 
     dataset({"1": "old-1", "2": "old-2", "3": "old-3"})  # offsets 0..3, the marker at 3
     produce(orders, [("1", "a1")])
-    config = _enrich(job_config, orders, customers, out, **{"stores.customers.adstore.versioned": "true"})
+    config = rows_enrich_job(
+        job_config, orders, customers, out, **{"stores.customers.adstore.versioned": "true"}
+    )
     run_in_process(config)
     assert _enriched(read_topic, out, "a") == {"a1": "old-1"}
     # Recreated with a complete new dataset: offsets 0..6, the marker at 6. Resuming at 4 would seal a

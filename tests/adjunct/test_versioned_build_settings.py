@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
+from adjunct_jobs import rows_enrich_job
 from job_fixtures import job_config, produce, read_topic, run_in_process
 
 from samsa.adjunct import versioned
@@ -34,22 +35,10 @@ UPPER = "adjunct_test_extractors:UpperNameRecordExtractor"
 
 
 def _job(job_config: Callable[..., dict[str, str]], orders: str, customers: str, out: str) -> dict[str, str]:
-    """The enrichment job, its versioned store `customers` fed by `customers` (keys as they are, JSON rows
-    stored as they are: extractor A)."""
-    return job_config(
-        f"kafka.{orders}",
-        out,
-        task="samsa_test_tasks:EnrichTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{customers}.samza.msg.serde": "json",
-            f"systems.kafka.streams.{customers}.samza.bootstrap": "true",
-            "stores.customers.factory": "rocksdb",
-            "stores.customers.key.serde": "string",
-            "stores.customers.msg.serde": "json",
-            "stores.customers.adstore.input": f"kafka.{customers}",
-            "stores.customers.adstore.versioned": "true",
-        },
+    """The enrichment job, its versioned store `customers` fed by `customers` (extractor A: rows as they
+    are)."""
+    return rows_enrich_job(
+        job_config, orders, customers, out, **{"stores.customers.adstore.versioned": "true"}
     )
 
 

@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from adjunct_jobs import rows_enrich_job
+
 from samsa.adjunct.bounded import END_OF_DATASET
 from samsa.kafka import KafkaProducer
 
@@ -15,21 +17,8 @@ def versioned_job(
 ) -> dict[str, str]:
     """`samsa_test_tasks:EnrichTask` reading `orders`, enriched from the versioned store `customers` fed by
     `models` (bootstrapped); it writes "<order value>:<name found, or ?>" to `out`."""
-    return job_config(
-        f"kafka.{orders}",
-        out,
-        task="samsa_test_tasks:EnrichTask",
-        **{
-            "job.container.count": "1",
-            f"systems.kafka.streams.{models}.samza.msg.serde": "json",
-            f"systems.kafka.streams.{models}.samza.bootstrap": "true",
-            "stores.customers.factory": factory,
-            "stores.customers.key.serde": "string",
-            "stores.customers.msg.serde": "json",
-            "stores.customers.adstore.input": f"kafka.{models}",
-            "stores.customers.adstore.versioned": "true",
-        },
-    )
+    extra = {"stores.customers.factory": factory, "stores.customers.adstore.versioned": "true"}
+    return rows_enrich_job(job_config, orders, models, out, **extra)
 
 
 def produce_dataset(
