@@ -16,6 +16,7 @@ from job_fixtures import job_config, produce, read_topic, run_job, subprocess_en
 
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
+from samsa.stores.blobstore.diff import SMALL_FILE_BYTES
 
 __all__ = ["job_config", "produce", "read_topic", "run_job", "subprocess_env"]
 
@@ -72,9 +73,15 @@ def test_a_damaged_store_with_a_backup_is_restored_from_it_with_exact_counts(
     sent = [*vocabulary, *random.Random(7).choices(vocabulary, k=120)]
     try:
         produce(words, [(w, w) for w in sent])
-        run_job(config)
+        # One commit, at the end: a commit part-way through would flush the first keys to an SST of their
+        # own, below the size at which a blob-store restore reuses a file unread, and the damage would be
+        # repaired by a download instead of met by a read.
+        run_job({**config, "task.commit.ms": "600000"})
         task_dir = _task_dir(config)
-        assert damage_ssts(task_dir, "counts"), "the first run left no SST file to damage"
+        damaged = damage_ssts(task_dir, "counts")
+        assert damaged, "the first run left no SST file to damage"
+        if size == "huge":
+            assert [p.stat().st_size > SMALL_FILE_BYTES for p in damaged] == [True], damaged
         more = [vocabulary[0], *random.Random(8).choices(vocabulary, k=40)]  # one key of the first block
         produce(words, [(w, w) for w in more])
         job_file = tmp_path / "job.yaml"
