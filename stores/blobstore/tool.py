@@ -271,7 +271,15 @@ def _changelog_text(marker: str, store: str) -> str:
         decoded = ChangelogMarker.decode(marker, store)
     except ChangelogMarkerError:
         return marker
-    return _changelog_position(decoded.changelog, decoded.offset)
+    text = _changelog_position(decoded.changelog, decoded.offset)
+    # An operator deciding where a store can restore needs these more than the offset: only one host's
+    # copy holds a cut-short rebuild's state, and a given-up state restarts empty.
+    if decoded.rebuilding is not None:
+        mark = decoded.rebuilding
+        text += f", REBUILDING: only the local copy {mark.local_dir} on host {mark.host} holds its state"
+    if decoded.given_up:
+        text += ", GIVEN UP: the next start empties the store"
+    return text
 
 
 def _changelog_position(ssp: SystemStreamPartition, offset: int | None) -> str:

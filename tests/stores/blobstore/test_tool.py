@@ -40,7 +40,7 @@ from samsa.stores.blobstore.tool import (
     verify_snapshots,
 )
 from samsa.stores.blobstore.transfer import BlobTransfer
-from samsa.stores.changelog.marker import ChangelogMarker
+from samsa.stores.changelog.marker import ChangelogMarker, RebuildMark
 from samsa.streams import SystemStream, SystemStreamPartition
 
 JOB, JOB_ID = "counts-job", "1"
@@ -234,6 +234,25 @@ def test_list_state_reports_a_missing_index_and_names_v1_stores(store, two_tasks
         "5-5",
         "changelog kafka.log-changelog#2 empty",
     )
+
+
+@pytest.mark.parametrize(
+    ("marks", "shown"),
+    [
+        (
+            {"rebuilding": RebuildMark("host-a", "/state/log")},
+            "REBUILDING: only the local copy /state/log on host host-a holds its state",
+        ),
+        ({"given_up": True}, "GIVEN UP: the next start empties the store"),
+    ],
+)
+def test_list_state_shows_a_cut_short_rebuild_and_a_given_up_state(marks, shown):
+    """Where a store can restore from matters more than its offset: `samsa state ls` says so."""
+    marker = ChangelogMarker(SystemStreamPartition("kafka", "log-changelog", 0), 41, **marks).encode()
+    checkpoint = CheckpointV2(CheckpointId.create(), {}, {"changelog": {"log": marker}})
+    (row,) = list_state(["Partition 0"], {"Partition 0": checkpoint}, None, JOB, JOB_ID)
+    assert row.marker == f"changelog kafka.log-changelog#0 offset 41, {shown}"
+    assert shown in "\n".join(render_state([row]))
 
 
 def test_render_index_prints_files_and_what_a_later_snapshot_removed(store, transfer, tmp_path):
