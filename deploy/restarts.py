@@ -90,11 +90,11 @@ _UNMENDABLE: dict[type[BaseException], int] = {
 
 def unmendable_exit(error: BaseException) -> int | None:
     """The exit status of a container failure that a restart cannot mend, from the error or its causes: a
-    configuration error (the init() of a task asking for an undefined store counts as one), a fence by a
-    newer start of the container, its lock held by another process here, an input record it cannot take
-    under the `fail` bad-message policy, a store's damaged files with no backup to restore them from; None
-    for any other failure (a broker or schema-registry outage, a task's process() raising: a restart may
-    mend those)."""
+    configuration error (the init() of a task asking for an undefined store counts as one, and a record over
+    a size limit: `MessageTooLargeError`), a fence by a newer start of the container, its lock held by
+    another process here, an input record it cannot take under the `fail` bad-message policy, a store's
+    damaged files with no backup to restore them from; None for any other failure (a broker or
+    schema-registry outage, a task's process() raising: a restart may mend those)."""
     cause = cause_of(error, tuple(_UNMENDABLE))
     if cause is None:
         return None

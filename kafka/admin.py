@@ -17,7 +17,7 @@ from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from samsa.kafka.client_log import PUMP, PUMP_EVERY_S, ClientLog
-from samsa.kafka.config import rejected_setting
+from samsa.kafka.config import admin_config, rejected_setting
 from samsa.kafka.exceptions import KafkaSystemError, TopicMismatchError, TopicNotFoundError
 from samsa.kafka.inmemory import InMemoryAdminClient, is_inmemory
 
@@ -42,7 +42,8 @@ class KafkaAdmin:
         self._timeout = timeout
         self._log = ClientLog(f"Kafka admin ({self._bootstrap})")
         self._serving = threading.Lock()  # held by the pump while it polls the client, and by close
-        conf = dict(config)
+        # Callers pass a system's consumer settings: librdkafka would warn of each consumer-only key.
+        conf = admin_config(config)
         conf.setdefault("logger", self._log)
         try:
             if is_inmemory(conf.get("bootstrap.servers")):

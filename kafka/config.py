@@ -35,6 +35,57 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
 }
 
 
+#: librdkafka's consumer-only properties (scope C in its CONFIGURATION.md, 2.x): a producer-type client (the
+#: admin client is one) logs a CONFWARN for each and ignores it.
+CONSUMER_ONLY_KEYS: frozenset[str] = frozenset(
+    {
+        "group.id",
+        "group.instance.id",
+        "partition.assignment.strategy",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "group.protocol.type",
+        "group.protocol",
+        "group.remote.assignor",
+        "coordinator.query.interval.ms",
+        "max.poll.interval.ms",
+        "enable.auto.commit",
+        "auto.commit.interval.ms",
+        "enable.auto.offset.store",
+        "queued.min.messages",
+        "queued.max.messages.kbytes",
+        "fetch.wait.max.ms",
+        "fetch.queue.backoff.ms",
+        "fetch.message.max.bytes",
+        "max.partition.fetch.bytes",
+        "fetch.max.bytes",
+        "fetch.min.bytes",
+        "fetch.error.backoff.ms",
+        "offset.store.method",
+        "isolation.level",
+        "consume_cb",
+        "rebalance_cb",
+        "offset_commit_cb",
+        "on_commit",
+        "enable.partition.eof",
+        "check.crcs",
+        "consume.callback.max.messages",
+        "auto.offset.reset",
+        "auto.commit.enable",
+        "offset.store.path",
+        "offset.store.sync.interval.ms",
+    }
+)
+
+
+def admin_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` (a system's consumer settings, say) without the consumer-only keys, for an admin client:
+    bootstrap servers, security (`security.protocol`, `ssl.*`, `sasl.*`) and the other client keys stay."""
+    # Leaving out only what an admin cannot use (not keeping a list of what it can) never drops a setting
+    # it needs to reach the cluster.
+    return {key: value for key, value in config.items() if key not in CONSUMER_ONLY_KEYS}
+
+
 def client_config(bootstrap_servers: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A librdkafka config for `bootstrap_servers` plus `overrides` (which win)."""
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}

@@ -44,13 +44,21 @@ class ProducerDeliveryError(KafkaSystemError):
     """The broker (or librdkafka) rejected a produced message; the output was NOT written."""
 
     def __init__(
-        self, topic: str, partition: int | None, error_name: str, reason: str, failures: int = 1
+        self,
+        topic: str,
+        partition: int | None,
+        error_name: str,
+        reason: str,
+        failures: int = 1,
+        advice: str | None = None,
     ) -> None:
+        """`advice`: what to do, in place of the general list of causes (a cause known for sure)."""
         self.topic = topic
         self.partition = partition
         self.error_name = error_name
         self.reason = reason
         self.failures = failures
+        self.advice = advice
         where = f"partition {partition}" if partition is not None and partition >= 0 else "(no partition)"
         more = f" ({failures - 1} more message(s) failed too)" if failures > 1 else ""
         # librdkafka reports the partition error behind a lost sequence only in its FATAL log line: the
@@ -62,11 +70,25 @@ class ProducerDeliveryError(KafkaSystemError):
             if error_name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
             else ""
         )
+        fix = advice or (
+            "The task stops so no output is silently lost; fix the cause (e.g. topic permissions, broker "
+            "reachability) and restart."
+        )
         super().__init__(
             f"Could not deliver a message to topic {topic!r} {where}: {error_name}: {reason}{more}."
-            f"{lost_sequence} The task stops so no output is silently lost; fix the cause (e.g. message size "
-            "against the topic's max.message.bytes, topic permissions, broker reachability) and restart."
+            f"{lost_sequence} {fix}"
         )
+
+    def counted(self, failures: int) -> ProducerDeliveryError:
+        """This failure, of the same kind, reported with the count of all failed deliveries."""
+        return type(self)(self.topic, self.partition, self.error_name, self.reason, failures, self.advice)
+
+
+class MessageTooLargeError(ProducerDeliveryError, InvalidConfigError):
+    """A record is larger than a size limit: the producer's own message.max.bytes (refused before sending)
+    or the topic's max.message.bytes (refused by the broker). A restart sends the same record again and
+    meets the same limit: a config-like error, so supervisors stop the job instead of restarting it (each
+    restart would write the outputs before the record again)."""
 
 
 class TransactionError(KafkaSystemError):

@@ -21,6 +21,14 @@ def header_pairs(headers: SendHeaders) -> Iterable[tuple[str, bytes | str | None
     return headers.items() if isinstance(headers, Mapping) else headers
 
 
+def record_size(key: bytes | None, value: bytes | None, headers: SendHeaders | None) -> int:
+    """A record's size as a message.max.bytes limit weighs it: key, value and headers."""
+    size = len(key or b"") + len(value or b"")
+    for name, data in header_pairs(headers or ()):
+        size += len(name) + len(data or b"")
+    return size
+
+
 # librdkafka's logical offsets (same values as confluent_kafka.OFFSET_*), usable wherever an offset goes.
 OFFSET_BEGINNING = -2
 OFFSET_END = -1

@@ -12,9 +12,14 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from samsa.kafka.client_log import PUMP, ClientLog
 from samsa.kafka.config import LIBRDKAFKA_LOG, PRODUCER_DEFAULTS, rejected_setting, with_defaults
-from samsa.kafka.exceptions import KafkaSystemError, ProducerDeliveryError, TransactionError
+from samsa.kafka.exceptions import (
+    KafkaSystemError,
+    MessageTooLargeError,
+    ProducerDeliveryError,
+    TransactionError,
+)
 from samsa.kafka.inmemory import InMemoryProducer, is_inmemory
-from samsa.kafka.message import SendHeaders, header_pairs
+from samsa.kafka.message import SendHeaders, header_pairs, record_size
 
 # Serve delivery reports this often even if the caller never polls, so failures surface early.
 _POLL_EVERY_SENDS = 1000
@@ -22,6 +27,8 @@ _POLL_EVERY_SENDS = 1000
 _QUEUE_FULL_POLL_S = 0.1
 # How long partition_count waits for a topic's metadata (a topic just auto-created has none at first).
 _METADATA_WAIT_S = 10.0
+# librdkafka's default message.max.bytes: a record larger than it is refused before it is sent.
+_DEFAULT_MESSAGE_MAX_BYTES = 1_000_000
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -55,6 +62,9 @@ class KafkaProducer:
         self._fatal = False  # the client hit a fatal error (e.g. fenced): only closing it is left
         self._failed_deliveries = 0
         self._sends = 0
+        self._message_max_bytes = conf.get("message.max.bytes", _DEFAULT_MESSAGE_MAX_BYTES)
+        self._settings_prefix: str | None = None
+        self._topic_notes: dict[str, str] = {}
         try:
             if is_inmemory(conf.get("bootstrap.servers")):
                 # The in-memory client implements the part of Producer's API called here.
@@ -91,7 +101,7 @@ class KafkaProducer:
         except BufferError:
             self._send_when_room(topic, value, key, part, headers, timestamp)
         except KafkaException as e:
-            raise self._rejected(topic, part, e) from e
+            raise self._rejected(topic, part, e, record_size(key, value, headers)) from e
         self._sends += 1
         if self._sends >= _POLL_EVERY_SENDS:
             self._sends = 0
@@ -120,13 +130,58 @@ class KafkaProducer:
             except BufferError:
                 continue
             except KafkaException as e:
-                raise self._rejected(topic, part, e) from e
+                raise self._rejected(topic, part, e, record_size(key, value, headers)) from e
 
-    def _rejected(self, topic: str, partition: int, e: KafkaException) -> ProducerDeliveryError:
+    # -- what a too-large record's error says ---------------------------------------------------------------
+    def name_settings(self, prefix: str) -> None:
+        """The job-config prefix of this producer's settings (`systems.<sys>.producer.`): a record over its
+        message.max.bytes is refused naming the key to raise."""
+        self._settings_prefix = prefix
+
+    def note_topic(self, topic: str, note: str) -> None:
+        """A sentence added to the error of a record too large for `topic` (refused here or by the broker):
+        what the topic is to the job and how to raise its limit (a store's changelog: its key)."""
+        self._topic_notes[topic] = note
+
+    def _rejected(self, topic: str, partition: int, e: KafkaException, size: int) -> ProducerDeliveryError:
         err = e.args[0]
-        if isinstance(err, KafkaError):
+        if not isinstance(err, KafkaError):
+            return ProducerDeliveryError(topic, partition, type(e).__name__, str(e))
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            # librdkafka refused it before sending: its own limit, whatever the topic allows.
+            key = f"{self._settings_prefix or 'systems.<sys>.producer.'}message.max.bytes"
+            advice = (
+                f"The record is {size} bytes (key, value and headers), over this producer's limit "
+                f"message.max.bytes={self._message_max_bytes} ({key} in the job config): the client "
+                f"refused it before sending. Raise {key} above the record's size (the topic's "
+                f"max.message.bytes must allow it too), or send smaller records."
+            )
+            return MessageTooLargeError(
+                topic, partition, err.name(), err.str(), advice=self._too_large(topic, advice)
+            )
+        return ProducerDeliveryError(topic, partition, err.name(), err.str())
+
+    def _refused_by_broker(self, err: KafkaError, msg: Message) -> ProducerDeliveryError:
+        topic, partition = msg.topic() or "?", msg.partition()
+        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE:
             return ProducerDeliveryError(topic, partition, err.name(), err.str())
-        return ProducerDeliveryError(topic, partition, type(e).__name__, str(e))
+        size = record_size(msg.key(), msg.value(), msg.headers())
+        advice = (
+            f"The broker refused the record ({size} bytes of key, value and headers) as larger than topic "
+            f"{topic!r} allows: its max.message.bytes, which bounds each batch of records sent (the broker's "
+            "message.max.bytes when the topic sets none). Raise it (kafka-configs --alter --entity-type "
+            f"topics --entity-name {topic} --add-config max.message.bytes=<bytes>), or send smaller records."
+        )
+        return MessageTooLargeError(
+            topic, partition, err.name(), err.str(), advice=self._too_large(topic, advice)
+        )
+
+    def _too_large(self, topic: str, advice: str) -> str:
+        note = self._topic_notes.get(topic)
+        return (
+            f"{advice}{f' {note}' if note else ''} A restart would send the same record again (and the "
+            "outputs before it), so the job stops."
+        )
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         # Called only for failures (delivery.report.only.error) unless the user turned that off.
@@ -134,13 +189,9 @@ class KafkaProducer:
             self._failed_deliveries += 1
             first = self._failure if isinstance(self._failure, ProducerDeliveryError) else None
             if first is None:
-                self._failure = ProducerDeliveryError(
-                    msg.topic() or "?", msg.partition(), err.name(), err.str()
-                )
+                self._failure = self._refused_by_broker(err, msg)
             else:  # report the first failure, with the count of all
-                self._failure = ProducerDeliveryError(
-                    first.topic, first.partition, first.error_name, first.reason, self._failed_deliveries
-                )
+                self._failure = first.counted(self._failed_deliveries)
         if self._user_on_delivery is not None:
             self._user_on_delivery(err, msg)
 

@@ -38,7 +38,7 @@ from samsa.checkpoint.model import AnyCheckpoint, CheckpointV2
 from samsa.checkpoint.starts import ContainerStart, StartWatch, fenced_message
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.exactly_once.exceptions import ProtocolError
-from samsa.kafka import KafkaConsumer, KafkaProducer, RawMessage
+from samsa.kafka import KafkaConsumer, KafkaProducer, MessageTooLargeError, RawMessage
 from samsa.kafka.inmemory import is_inmemory
 from samsa.kafka.record_marks import RecordMark, mark_problem, read_marks
 from samsa.runtime import metrics as m
@@ -217,6 +217,9 @@ class Container:
         self._bootstrap_reporter: RestoreReporter | None = None
         #: Adjunct store partitions -> where their stream is read from (None: the checkpoint decides).
         self._adjunct_starts: dict[SystemStreamPartition, int | None] = {}
+        #: Input partitions a task starts at an offset its checkpoint does not hold (samza.offset.default,
+        #: samza.reset.offset, a stream or partition added, a recreated topic): the start-up commit seals it.
+        self._unsaved_starts: list[SystemStreamPartition] = []
         #: Adjunct store partitions -> the mark of the last record their store read (`record_offsets`).
         self._adjunct_marks: dict[SystemStreamPartition, RecordMark] = {}
         #: Adjunct store partitions -> their buffer (its last message is the record to mark).
@@ -298,10 +301,9 @@ class Container:
                 self.job.window_ms,
             )
             self._schedule_timers(ti)
+            checkpoint = checkpoints.get(tm.name)
             ti.offsets.update(
-                self._start_offsets(
-                    tm.partitions, checkpoints.get(tm.name), known, checkpointed, watermarks, firsts
-                )
+                self._start_offsets(tm.partitions, checkpoint, known, checkpointed, watermarks, firsts)
             )
             for ssp in tm.partitions:
                 start = self._adjunct_starts.get(ssp)
@@ -314,7 +316,13 @@ class Container:
                     # The version still being built is read again from its start (or the whole stream).
                     start = self._bounded_resume(tm.name, ssp, engine)
                 if start is not None:
+                    # An adjunct store's stream starts where its store says, never where the checkpoint
+                    # does: a commit would not move a restart's start.
                     ti.offsets[ssp] = start
+                    continue
+                saved = checkpoint.offsets.get(ssp) if checkpoint is not None else None
+                if ti.offsets[ssp] != saved:
+                    self._unsaved_starts.append(ssp)
             self._tasks.append(ti)
 
     def _bootstrapped(self) -> None:
@@ -932,7 +940,18 @@ class Container:
             ("samsa.source.partition", str(buf.ssp.partition).encode()),
             ("samsa.source.offset", str(msg.offset()).encode()),
         ]
-        self._producers[dlq.system].send(dlq.stream, msg.value(), key=msg.key(), headers=headers)
+        producer = self._producers[dlq.system]
+        producer.note_topic(
+            dlq.stream,
+            f"Topic {dlq.stream!r} is the dead-letter stream of task.deserialization.error.policy=dlq: a "
+            "bad input record too large for it is not dead-lettered; raise the limit, or set the policy to "
+            "skip to get past such records.",
+        )
+        try:
+            producer.send(dlq.stream, msg.value(), key=msg.key(), headers=headers)
+        except MessageTooLargeError as e:  # say which input record it is
+            advice = f"The bad record is the one at {where} (system {buf.ssp.system}). {e.advice}"
+            raise MessageTooLargeError(e.topic, e.partition, e.error_name, e.reason, advice=advice) from e
         self._bad_messages_log.told(f"sent message at {where} to dead-letter stream {dlq}: {reason}")
 
     # -- run --------------------------------------------------------------------------------------
@@ -973,6 +992,7 @@ class Container:
                 self._pending_s3 = early_s3_client(self.job)
             for system in kafka_systems:
                 self._producers[system] = self._new_producer(client_config(self.job, system, "producer"))
+                self._producers[system].name_settings(f"systems.{system}.producer.")
             # Checkpoint records go out from the commit threads on a producer of their own.
             self._checkpoint_producer = self._new_producer(self._checkpoint_client_config())
             write_versions, read_versions = checkpoint_versions(self.job.config)
@@ -1052,10 +1072,18 @@ class Container:
                 for ti in self._tasks:
                     self._eos.commit(ti, advance=False)
                 self._eos.announce(self._tasks)
-            elif self._state.has_durable_stores:
+            elif self._state.has_durable_stores or self._unsaved_starts:
                 # Seal the restored state (and the changelog's undo records) before processing anything:
                 # on a first start there is no checkpoint to go back to, so a crash before this one is
                 # durable would leave processed writes in stores that are never wiped (counted twice).
+                # And seal where the inputs start when a checkpoint did not say so: a crash before the
+                # first timer commit would otherwise resolve samza.offset.default again at the restart
+                # (`upcoming`: past every message written meanwhile, never processed).
+                log.debug(
+                    "container %s: start-up commit (%d input partitions start where no checkpoint says)",
+                    self.model.id,
+                    len(self._unsaved_starts),
+                )
                 self.commit(self._tasks, wait=True)
             self._loop = RunLoop(
                 sources,

@@ -12,7 +12,7 @@ from samsa.checkpoint.compacted_log import LatestRecord, read_latest
 from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_topic
 from samsa.checkpoint.starts import ContainerStart
 from samsa.checkpoint.versions import checkpoint_versions
-from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer
+from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer, KafkaSystemError
 from samsa.runtime.config.job import JobConfig, job_id_clash
 from samsa.runtime.exceptions import ConfigError, TopicsOfAnotherJobError
 from samsa.runtime.job_model import JobIdentity, JobModel, build_job_model, grouped_counts
@@ -39,8 +39,8 @@ def client_config(job: JobConfig, system: str, role: str = "consumer") -> dict[s
 
 
 def checkpoint_system(job: JobConfig) -> str:
-    """System of the checkpoint and coordinator topics: `task.checkpoint.system` or the first input's."""
-    return job.config.value("task.checkpoint.system") or job.inputs[0].system
+    """System of the checkpoint and coordinator topics: `task.checkpoint.system`, else the inputs' one."""
+    return job.checkpoint_system
 
 
 def checkpoint_manager(
@@ -183,6 +183,37 @@ class JobCoordinator:
         finally:
             admin.close()
 
+    def check_not_elsewhere(self) -> None:
+        """Refuses a start that finds no coordinator topic on the checkpoint system while another system of
+        the job holds it: the job ran with its checkpoints there, and would start over from
+        samza.offset.default here (older Samsa took the first input's system, so dropping or reordering
+        inputs moved it)."""
+        systems = self.job.systems
+        # Every system a key names, one per cluster (a system dropped from task.inputs may still be defined):
+        # the job's own cluster is where the topic was just not found.
+        clusters = {systems[name].bootstrap_servers: name for name in sorted(systems, reverse=True)}
+        clusters.pop(systems[self._system].bootstrap_servers, None)
+        for system in sorted(clusters.values()):
+            try:
+                with KafkaAdmin(client_config(self.job, system)) as admin:
+                    found = bool(admin.partition_counts([self._topic]).get(self._topic))
+            except KafkaSystemError as e:
+                # A cluster the job no longer uses may be gone (or its client settings stale): the check
+                # is a safeguard, not a start requirement.
+                log.warning("could not look for %s on system %s: %s", self._topic, system, e)
+                continue
+            if found:
+                checkpoints = checkpoint_topic(self.job.name, self.job.id)
+                raise ConfigError(
+                    f"task.checkpoint.system: job {self.job.job_key} has no coordinator topic {self._topic} "
+                    f"on system {self._system}, where its checkpoints are looked for, but system {system} "
+                    f"holds it: the job ran with its checkpoint and coordinator topics there (its first "
+                    f"input's system before task.inputs changed, or task.checkpoint.system={system}); set "
+                    f"task.checkpoint.system={system} to keep its checkpoints; or, if another deployment of "
+                    f"the job runs there, give this one another job.id to run beside it; or delete topics "
+                    f"{self._topic} and {checkpoints} on system {system} to start the job over"
+                )
+
     def _refuse_other_job(self, owner: JobIdentity, topic: str) -> None:
         if owner != self.identity:
             topics = f"{self._topic} and {checkpoint_topic(self.job.name, self.job.id)}"
@@ -321,6 +352,8 @@ class JobCoordinator:
         # Before anything is created or written: topics holding another job's model or checkpoints (a job
         # named alike) are refused.
         ran = self.topic_exists()
+        if not ran:
+            self.check_not_elsewhere()
         stored = self.read_model() if ran else None
         if stored is None:
             self.check_checkpoint_owner()

@@ -126,6 +126,7 @@ class ExactlyOnceTasks:
             config = client_config(job, system, "producer")
             config["transactional.id"] = transactional_id(job, ti.name)
             sink = self._new_producer(config)
+            sink.name_settings(f"systems.{system}.producer.")  # a too-large record's error names the key
             self.sinks.append(sink)
             ti.eos, ti.sink = eos, sink
             ti.collector = ExactlyOnceCollector(job, self._producers, self._serdes, eos, sink, ti.name)

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+from samsa.kafka import TopicNotFoundError
 from samsa.runtime.config.job import JobConfig
 from samsa.stores.backends import store_backends
 from samsa.stores.factory import store_specs
@@ -37,6 +38,7 @@ class PartitionCountMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
+        self._deleted: list[SystemStream] = []  # the inputs last found deleted (warned of once)
         #: The streams whose partition count changed (empty until one did).
         self.changes: Changes = {}
 
@@ -64,24 +66,60 @@ class PartitionCountMonitor:
             try:
                 if self.check():
                     return
+            except TopicNotFoundError as e:
+                deleted = sorted(ss for ss in self.expected if ss.stream in e.topics)
+                if not deleted:
+                    self._warn_failing(e)  # an output topic: the start-up check's advice fits
+                elif deleted != self._deleted:
+                    self._warn_deleted(deleted)
+                self._deleted = deleted
+                self._failing = True
+                continue
             except Exception as e:
-                # The broker may be away for a while; the containers say so themselves. Logged once per run
-                # of failures, then looked at again at the next interval.
-                if not self._failing:
-                    log.warning(
-                        "could not read the input streams' partition counts (%s); looking again every "
-                        "%.0f s (%s)",
-                        e,
-                        self.interval_s,
-                        FREQUENCY_KEY,
-                    )
+                self._warn_failing(e)
                 self._failing = True
                 continue
             self._failing = False
+            self._deleted = []
+
+    def _warn_failing(self, error: Exception) -> None:
+        # The broker may be away for a while; the containers say so themselves. Logged once per run of
+        # failures, then looked at again at the next interval.
+        if not self._failing:
+            log.warning(
+                "could not read the input streams' partition counts (%s); looking again every %.0f s (%s)",
+                error,
+                self.interval_s,
+                FREQUENCY_KEY,
+            )
+
+    def _warn_deleted(self, deleted: list[SystemStream]) -> None:
+        # Not the start-up advice ("create them first"): the job ran on these topics, and still runs.
+        for ss in deleted:
+            log.warning(
+                "input stream %s was deleted while the job ran: its %d partitions receive nothing now (the "
+                "job's other inputs are still processed), and the job will not start again while it is "
+                "missing. To read it again, recreate topic %r with %d partitions and restart the job (a "
+                "recreated topic is read from its oldest offset); to go on without it, remove %s from "
+                "task.inputs and restart the job. Looking again every %.0f s (%s)",
+                ss,
+                self.expected[ss],
+                ss.stream,
+                self.expected[ss],
+                ss,
+                self.interval_s,
+                FREQUENCY_KEY,
+            )
+
+
+SWITCH_KEY = "job.coordinator.monitor-partition-change"
 
 
 def monitor_interval_s(job: JobConfig) -> float | None:
-    """`job.coordinator.monitor-partition-change.frequency.ms` in seconds; None when turned off (-1)."""
+    """`job.coordinator.monitor-partition-change.frequency.ms` in seconds; None when turned off (-1, or
+    Samza's switch `job.coordinator.monitor-partition-change=false`)."""
+    if not job.config.value(SWITCH_KEY):
+        return None
     ms: int = job.config.value(FREQUENCY_KEY)
     return None if ms < 0 else ms / 1000
 

@@ -12,7 +12,30 @@ from samsa.serde.exceptions import DeserializationError, SerializationError
 
 # Built once: json.dumps with non-default options would build a new encoder on every call.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_JSON_DECODER = json.JSONDecoder()
+# What the JSON serde refuses to read, as it refuses to write it (and as Jackson, Samza's JSON library, does).
+_NON_FINITE = (
+    "the json serde refuses NaN, Infinity, -Infinity and numbers beyond a float's range (such as 1e400), "
+    "as it cannot write them back"
+)
+
+
+def _refused_constant(name: str) -> Any:
+    """The decoder's hook for NaN, Infinity and -Infinity (Python's extension to JSON): refuse them."""
+    raise DeserializationError("json", f"{name} is not JSON: {_NON_FINITE}")
+
+
+def _finite_float(text: str, _isfinite: Callable[[float], bool] = math.isfinite) -> float:
+    """The decoder's hook for a number with a fraction or exponent: a float, refused when it overflows."""
+    value = float(text)
+    if _isfinite(value):
+        return value
+    raise DeserializationError(
+        "json", f"the number {text:.50} overflows a float (reads as {value}): {_NON_FINITE}"
+    )
+
+
+# The C scanner calls the hooks only for floats and the three constants: documents without them cost the same.
+_JSON_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refused_constant)
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 # Types whose values the JSON serde always encodes, as far as their outer type tells.
@@ -98,7 +121,7 @@ class StringSerde:
 
 
 class JsonSerde:
-    """Compact utf-8 JSON (no spaces, non-ASCII kept as utf-8, NaN and Infinity refused)."""
+    """Compact utf-8 JSON (no spaces, non-ASCII kept as utf-8), refusing NaN and infinities both ways."""
 
     name = "json"
 
@@ -133,7 +156,8 @@ class JsonSerde:
     @overload
     def from_bytes(self, data: bytes) -> Any: ...
     def from_bytes(self, data: bytes | None) -> Any:
-        """Decode a JSON document."""
+        """Decode a JSON document; NaN, infinities and numbers that overflow a float raise
+        `DeserializationError`, as they do not round-trip (`to_bytes` refuses them)."""
         if data is None:
             return None
         try:

@@ -46,11 +46,11 @@ class KeyValueStore(Closeable, Generic[K, V]):
     - Ordering (`range`, `all`) is by the *serialized* key bytes, compared bytewise.
     - `range(from_key, to_key)` includes `from_key` and excludes `to_key`; `from_key >= to_key` is empty.
     - Iterators see the store as of the call that created them (RocksDB: a consistent snapshot; the
-      in-memory engine documents its weaker guarantee), so writing to the store while iterating is safe.
+      in-memory engine: a copy of what is left, taken at the first write), so writing while iterating is safe.
       Abandoning an iterator midway is safe: its resources go with it. Closing the store ends its live
       iterators; using one afterwards raises `StoreClosedError`.
     - `snapshot(from_key, to_key)` is the range as of the call, walked again by each of its `iterator()`s
-      whatever is written meanwhile (stronger than the in-memory engine's `range`); a caching layer
+      whatever is written meanwhile (a `range` iterator walks once); a caching layer
       writes its dirty entries below first, so the snapshot holds the task's own writes.
     - Any use after `close()` raises `StoreClosedError`; `close()` itself is idempotent.
     - A store is used from one thread at a time (the task's); engines document any exception.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from samsa.exceptions import InvalidConfigError, SamsaError
-from samsa.serde.exceptions import DeserializationError
+from samsa.serde.exceptions import DeserializationError, SerializationError
 
 # A write refused for want of room: a full disk, a quota, or a file-size limit (RLIMIT_FSIZE). RocksDB
 # reports them as text ("IO error: No space left on device: ..."), so their strerror texts are matched too.
@@ -200,6 +200,24 @@ class ReadOnlyStoreError(StoreError):
         super().__init__(
             f"store {name!r} is read-only: it is an adjunct store kept by the system from {fed_by}; "
             "write to the stream instead, or use another store for the task's own state"
+        )
+
+
+class NoneKeyError(StoreError, SerializationError):
+    """A store call with the key None (a key-less input message's key?): a store needs a key for every entry,
+    whatever its serdes. Also a `SerializationError` (of the key serde, `serde`), as a key that serde cannot
+    write is, so a task that catches that around a store call still does."""
+
+    def __init__(self, store: str, serde: str, call: str | None = None) -> None:
+        self.store = store
+        self.serde = serde
+        self.reason = "the key is None"
+        where = f"in store {store!r}: {call}" if call else f"in store {store!r}"
+        # Exception's own __init__: SerializationError's takes (serde, reason), not the message.
+        Exception.__init__(
+            self,
+            f"{where}: the key is None (a key-less input message's key?); a store needs a key: give such "
+            f"messages a key, or keep them out of the store (skip them, or put them under a key of your own)",
         )
 
 

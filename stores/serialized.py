@@ -6,7 +6,7 @@ from typing import Protocol, TypeVar
 from samsa.serde.base import explain, fast_from_bytes, fast_to_bytes, value_check
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.stores.api import K, KeyValueSnapshot, KeyValueStore, LayeredSnapshot, V
-from samsa.stores.exceptions import StoreSerdeMismatchError
+from samsa.stores.exceptions import NoneKeyError, StoreSerdeMismatchError
 
 T = TypeVar("T")
 
@@ -22,11 +22,12 @@ class _Serde(Protocol[T]):
 class SerializedStore(KeyValueStore[K, V]):
     """A typed store over a bytes store: keys through `key_serde`, values through `msg_serde`.
 
-    None values never reach the serdes: `put(k, None)` deletes, and absent keys read as None. Ordering
-    of `range`/`all` is the serialized key order. Serde errors writing propagate as the serde's own
-    descriptive error, with a note naming the store, the call, the type refused, the `stores.<name>.*.serde`
-    key and what to do; stored bytes a serde cannot read raise `StoreSerdeMismatchError` (a config-like
-    error: a restart meets the same bytes).
+    None values never reach the serdes: `put(k, None)` deletes, and absent keys read as None. A None key
+    raises `NoneKeyError` at every call, whatever the serdes and the engine (serdes pass None through, and
+    the engines would differ on it). Ordering of `range`/`all` is the serialized key order. Serde errors
+    writing propagate as the serde's own descriptive error, with a note naming the store, the call, the type
+    refused, the `stores.<name>.*.serde` key and what to do; stored bytes a serde cannot read raise
+    `StoreSerdeMismatchError` (a config-like error: a restart meets the same bytes).
     """
 
     def __init__(
@@ -55,6 +56,8 @@ class SerializedStore(KeyValueStore[K, V]):
         self.writes = 0
 
     def get(self, key: K) -> V | None:
+        if key is None:
+            raise self._no_key("get(None)")
         try:
             raw = self._inner_get(self._fast_key_bytes(key))
         except Exception as e:
@@ -68,6 +71,8 @@ class SerializedStore(KeyValueStore[K, V]):
         return value
 
     def put(self, key: K, value: V | None) -> None:
+        if key is None:
+            raise self._no_key("put(None, ...)")
         self.writes += 1
         try:
             self._inner_put(
@@ -78,6 +83,8 @@ class SerializedStore(KeyValueStore[K, V]):
 
     def key_bytes(self, key: K) -> bytes:
         """`key` serialized as this store writes it; a failure raises the serde's descriptive error."""
+        if key is None:
+            raise self._no_key()
         try:
             return self._fast_key_bytes(key)
         except Exception as e:
@@ -86,6 +93,10 @@ class SerializedStore(KeyValueStore[K, V]):
     def rejected(self, error: Exception, key: K, value: V) -> Exception:
         """The error to raise for a `put(key, value)` that failed with `error` (e.g. in `value_check`)."""
         return self._explained(error, f"put({key!r:.200}, ...)", key, value)
+
+    def _no_key(self, call: str | None = None) -> NoneKeyError:
+        """The error of a call with the key None."""
+        return NoneKeyError(self.name, getattr(self.key_serde, "name", type(self.key_serde).__name__), call)
 
     def _explained(self, error: Exception, call: str, key: K, value: V | None = None) -> Exception:
         """The serde's descriptive error when a serde failed, noting the store, the call and the fix."""
@@ -137,6 +148,8 @@ class SerializedStore(KeyValueStore[K, V]):
         return None
 
     def delete(self, key: K) -> None:
+        if key is None:
+            raise self._no_key("delete(None)")
         self.writes += 1
         try:
             self.inner.delete(self._key_bytes(key))
@@ -145,18 +158,30 @@ class SerializedStore(KeyValueStore[K, V]):
             raise
 
     def put_all(self, entries: Iterable[tuple[K, V | None]]) -> None:
+        self._write_all(entries, "put_all(...)")
+
+    def delete_all(self, keys: Iterable[K]) -> None:
+        self._write_all([(key, None) for key in keys], "delete_all(...)")
+
+    def _write_all(self, entries: Iterable[tuple[K, V | None]], call: str) -> None:
+        """One batch below: `put_all` (None values delete) or `delete_all`, called `call` in a None key's
+        error."""
         key_bytes, value_bytes = self._fast_key_bytes, self._fast_value_bytes
         entries = entries if isinstance(entries, list) else list(entries)
         self.writes += len(entries)
         try:  # all serialized before any is written: the batch stays atomic
-            raw = [(key_bytes(k), None if v is None else value_bytes(v)) for k, v in entries]
+            raw = [(key_bytes(k), None if v is None else value_bytes(v)) for k, v in entries if k is not None]
         except Exception:
             for key, value in entries:  # again, one by one, to name the entry at fault
+                if key is None:
+                    raise self._no_key(call) from None
                 try:
                     key_bytes(key), None if value is None else value_bytes(value)
                 except Exception as e:
                     raise self._explained(e, f"put({key!r:.200}, ...)", key, value) from None
             raise
+        if len(raw) != len(entries):  # the comprehension left the None keys out
+            raise self._no_key(call)
         self.inner.put_all(raw)
 
     def get_all(self, keys: Iterable[K]) -> dict[K, V]:
@@ -175,12 +200,16 @@ class SerializedStore(KeyValueStore[K, V]):
             raise
 
     def range(self, from_key: K, to_key: K) -> Iterator[tuple[K, V]]:
+        if from_key is None or to_key is None:
+            raise self._no_key(f"range({from_key!r:.200}, {to_key!r:.200})")
         return self._decoded(self.inner.range(self._key_bytes(from_key), self._key_bytes(to_key)))
 
     def all(self) -> Iterator[tuple[K, V]]:
         return self._decoded(self.inner.all())
 
     def snapshot(self, from_key: K, to_key: K) -> KeyValueSnapshot[K, V]:
+        if from_key is None or to_key is None:
+            raise self._no_key(f"snapshot({from_key!r:.200}, {to_key!r:.200})")
         inner = self.inner.snapshot(self._key_bytes(from_key), self._key_bytes(to_key))
         return LayeredSnapshot(inner, self._decoded)
 

@@ -98,6 +98,12 @@ class BufferedProducer(KafkaProducer):
     def partition_count(self, topic: str, timeout: float = 10.0) -> int | None:
         return self.inner.partition_count(topic, timeout)
 
+    def name_settings(self, prefix: str) -> None:
+        self.inner.name_settings(prefix)
+
+    def note_topic(self, topic: str, note: str) -> None:
+        self.inner.note_topic(topic, note)
+
     def close(self, timeout: float = 60) -> None:
         self.deliver(len(self._queue))
         self.inner.close(timeout)

@@ -8,7 +8,7 @@ from typing import Protocol
 from confluent_kafka import KafkaError, KafkaException
 
 from samsa.kafka.inmemory.message import InMemoryMessage, Record, StoredHeaders
-from samsa.kafka.message import Headers, SendHeaders
+from samsa.kafka.message import Headers, SendHeaders, record_size
 
 #: The effective config of a topic that sets nothing: the broker defaults Samsa's checks read.
 TOPIC_DEFAULTS: Mapping[str, str] = {
@@ -49,7 +49,7 @@ def check_size(
     """Rejects a record larger than the topic's limit, as the broker does (MSG_SIZE_TOO_LARGE)."""
     if limit is None:
         return
-    size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers or ())
+    size = record_size(key, value, headers)
     if size > limit:
         raise error(
             KafkaError.MSG_SIZE_TOO_LARGE,

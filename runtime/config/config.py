@@ -114,7 +114,7 @@ class Config(Mapping[str, str]):
                     "not a Samsa prefix, and the key would be ignored as one of the task's own)"
                 )
             return  # a user's own key, for their task to read
-        self._typed[key] = found[0].parse(key, value)
+        self._typed[key] = found[0].parse(key, value, self._raw)
 
     @classmethod
     def load(cls, source: str | Path | Mapping[str, Any]) -> Config:

@@ -130,6 +130,8 @@ class JobConfig:
         self.id: str = config.value("job.id")
         self.task_class: str = config.required("task.class")
         listed = [parse_stream(s, "task.inputs") for s in config.required("task.inputs")]
+        #: `task.inputs` as listed (`inputs` adds the adjunct and broadcast streams after them).
+        self.task_inputs = listed
         self.inputs = list(listed)
         #: Store -> the stream feeding it (`stores.<s>.adstore.input`); its partitions are inputs too.
         self.adjunct_inputs = self._adjunct_inputs()
@@ -381,4 +383,33 @@ class JobConfig:
         if len(set(self.inputs)) != len(self.inputs):
             raise ConfigError("task.inputs lists a stream twice; list each <system>.<stream> once")
         _ = self.systems  # every system a key names is defined (raises naming the key otherwise)
+        self.checkpoint_system: str = self._checkpoint_system()
         self._check_exactly_once()
+
+    def _checkpoint_system(self) -> str:
+        """`task.checkpoint.system`, the system of the checkpoint and coordinator topics; unset, the first
+        input's, refused when task.inputs span clusters (Samza fails without it or job.default.system)."""
+        configured: str | None = self.config.value("task.checkpoint.system")
+        if configured:
+            return configured
+        # Why no default across clusters: the first input's system, the default of older Samsa (kept where
+        # it is safe), moved the topics with the order of task.inputs, and a job that found none there
+        # started over from samza.offset.default. Systems naming one cluster keep the topics where they are
+        # in any order; adjunct and broadcast streams come after task.inputs, never first.
+        systems = self.systems
+        on: dict[str, list[str]] = {}
+        for stream in self.task_inputs:
+            on.setdefault(stream.system, []).append(str(stream))
+        if len({systems[name].bootstrap_servers for name in on}) == 1:
+            return self.inputs[0].system
+        listed = "; ".join(f"{system}: {', '.join(streams)}" for system, streams in on.items())
+        first = self.inputs[0].system
+        raise ConfigError(
+            f"task.checkpoint.system is required: task.inputs lists streams of {len(on)} clusters "
+            f"({listed}), and the job's checkpoint and coordinator topics must stay on one whatever the "
+            f"order of task.inputs; set task.checkpoint.system to one of {', '.join(on)}. A job that already "
+            "ran kept them on its first input's system (the default of older Samsa), and task.inputs as "
+            f"listed now starts on system {first!r}: set task.checkpoint.system={first} to keep its "
+            "checkpoints (the system of the first stream of task.inputs as it last ran, if it was reordered "
+            "since)"
+        )

@@ -1,5 +1,8 @@
 """Every job-config key Samsa knows, written as Samza writes them (see CONFIG.md)."""
 
+import re
+from collections.abc import Callable, Mapping
+
 from samsa.runtime.config.registry import Key, KeyRegistry, OwnKeys
 
 _DURABLE = "durable state arrives with changelogs and state backends"
@@ -90,7 +93,8 @@ KEYS = [
     Key(
         "task.checkpoint.system",
         "str",
-        "System holding the checkpoint and coordinator topics (default: the first input's system).",
+        "System holding the checkpoint and coordinator topics (Samza's key); required when the inputs are on "
+        "more than one system, else their system.",
     ),
     Key(
         "task.checkpoint.segment.bytes",
@@ -152,6 +156,13 @@ KEYS = [
         default="60000",
         minimum=1,
         allow_off=True,
+    ),
+    Key(
+        "job.coordinator.monitor-partition-change",
+        "bool",
+        "Samza's switch of the watch above: false turns it off (as -1 does); on by default in Samsa, where "
+        "Samza's is off.",
+        default="true",
     ),
     Key("job.logged.store.base.dir", "path", "Directory of stores with a backup.", default="./state"),
     Key("job.non-logged.store.base.dir", "path", "Directory of stores without a backup.", default="./state"),
@@ -320,6 +331,12 @@ KEYS = [
         minimum=0,
     ),
     Key(
+        "stores.<s>.changelog.kafka.*",
+        "passthrough",
+        "Topic config a changelog Samsa creates gets (Samza's), e.g. stores.<s>.changelog.kafka."
+        "max.message.bytes for store values over 1 MB; cleanup.policy stays compact.",
+    ),
+    Key(
         RETAIN_EXISTING_STATE,
         "bool",
         "A store without a checkpointed changelog position: true keeps what its changelog holds, false "
@@ -450,16 +467,82 @@ KEYS = [
 
 _PER_STORE_MEMORY = "use stores.<s>.rocksdb.{0} or job.container.rocksdb.{1}"
 
+#: Samza's stream-id keys (`streams.<id>.samza.bootstrap`, ...), refused with the key Samsa takes instead.
+STREAM_ID_KEYS = "streams.*"
+_STREAM_ID_GENERAL = (
+    "Samsa names a stream by its system and topic, not by a stream id: write its settings as "
+    "systems.<sys>.streams.<stream>.samza.<setting> (`samsa config keys` lists them), the stream being "
+    "<sys>.<stream> in task.inputs or task.outputs"
+)
+# The keys whose values name streams of the job, as <system>.<stream> (a broadcast one with #<partitions>).
+_STREAM_LISTS = ("task.inputs", "task.outputs", "task.broadcast.inputs")
+_STREAM_VALUED = re.compile(r"stores\.[^.]+\.(changelog|adstore\.input)")
+
+
+def _named_streams(config: Mapping[str, str]) -> set[tuple[str, str]]:
+    """The (system, stream) pairs the raw config names in task.inputs, task.outputs, task.broadcast.inputs,
+    changelogs and adjunct inputs; malformed items are left to the checks that name them."""
+    items = [item for key in _STREAM_LISTS for item in config.get(key, "").split(",")]
+    items += [value for key, value in config.items() if _STREAM_VALUED.fullmatch(key)]
+    found = set()
+    for item in items:
+        system, _, stream = item.strip().partition("#")[0].partition(".")
+        if system and stream:
+            found.add((system, stream))
+    return found
+
+
+def stream_id_advice(key: str, config: Mapping[str, str]) -> str:
+    """What to write instead of Samza's `streams.<id>.<setting>`: the exact `systems.<sys>.streams.<stream>.`
+    key when the id (or its `samza.physical.name` and `samza.system`) names one stream of the job."""
+    body = key[len("streams.") :]
+    stream_id, sep, setting = body.partition(".samza.")
+    if not sep:
+        return _STREAM_ID_GENERAL
+    physical = config.get(f"streams.{stream_id}.samza.physical.name", "").strip() or stream_id
+    system = config.get(f"streams.{stream_id}.samza.system", "").strip()
+    matches = {s for s in _named_streams(config) if s[1] == physical and (not system or s[0] == system)}
+    if not matches:
+        return f"{_STREAM_ID_GENERAL} (no stream of the job is named {physical!r})"
+    if len(matches) > 1:
+        on = ", ".join(f"{s}.{t}" for s, t in sorted(matches))
+        return f"{_STREAM_ID_GENERAL} ({physical!r} names streams on several systems: {on})"
+    ((system, stream),) = matches
+    if setting in ("system", "physical.name"):
+        return (
+            f"Samsa names a stream by <system>.<stream> in task.inputs (and task.outputs), here "
+            f"{system}.{stream}, not by a stream id"
+        )
+    head = "Samsa names a stream by its system and topic, not by a stream id"
+    if setting == "broadcast":
+        return f"{head}: list {system}.{stream}#[<first>-<last partition>] in task.broadcast.inputs instead"
+    instead = f"systems.{system}.streams.{stream}.samza.{setting}"
+    if any(k.regex.fullmatch(instead) for k in KEYS):
+        return f"{head}: write {instead} instead (stream {system}.{stream} of the job)"
+    for pattern, why in SAMZA_UNSUPPORTED.items():
+        if Key(pattern, "str", why).regex.fullmatch(instead):
+            return f"{head}, and {instead} is not supported either: {why}"
+    return (
+        f"{head}, and Samsa has no per-stream setting samza.{setting} (`samsa config keys` lists those of "
+        "systems.<sys>.streams.<stream>.samza.*)"
+    )
+
+
+# Unsupported keys whose advice depends on the job: the exact key to write instead.
+_ADVICE: dict[str, Callable[[str, Mapping[str, str]], str]] = {STREAM_ID_KEYS: stream_id_advice}
+
 # Well-known Samza keys Samsa does not implement: rejected naming what to do instead, never guessed at
 # as a typo of some other key.
 SAMZA_UNSUPPORTED = {
     "job.factory.class": "containers are started by job.deploy (local or spark)",
     "job.coordinator.system": "the coordinator topic is on task.checkpoint.system",
+    "job.coordinator.monitor-input-regex-frequency.ms": "inputs matched by a regex are not supported: list "
+    "each input as <system>.<stream> in task.inputs",
     "job.coordinator.replication.factor": "the coordinator topic is created with the broker's "
     "default.replication.factor (the checkpoint topic with task.checkpoint.replication.factor)",
     "job.default.system": "every stream names its system: <system>.<stream> in task.inputs, task.outputs and "
     "stores.<s>.changelog, OutgoingMessage(system, stream, ...) in the task; the checkpoint and coordinator "
-    "topics are on task.checkpoint.system (default: the first input's system)",
+    "topics are on task.checkpoint.system (required when the inputs are on more than one system)",
     "job.changelog.system": "name the system in each stores.<s>.changelog (<system>.<stream>)",
     "job.systemstreampartition.grouper.factory": "tasks are one per partition number (GroupByPartition)",
     "task.name.grouper.factory": "tasks are dealt round-robin to job.container.count containers",
@@ -508,6 +591,9 @@ SAMZA_UNSUPPORTED = {
     "stores.<s>.side.inputs": "feed a read-only store from a stream with stores.<s>.adstore.input",
     "stores.<s>.side.inputs.processor.factory": "feed a read-only store from a stream with "
     "stores.<s>.adstore.input and stores.<s>.adstore.key.value.extractor.factory",
+    # Samza's stream-id form: outside Samsa's prefixes, it would otherwise be kept as the task's own key
+    # and silently do nothing (a bootstrap not read first, an offset default not applied).
+    STREAM_ID_KEYS: _STREAM_ID_GENERAL,
 }
 
 # A key under one of these prefixes that the registry does not know is a mistake, not a user's own key.
@@ -531,5 +617,7 @@ STORE_NAMESPACES = ("adstore", "backup", "changelog", "container", "restore", "r
 def build_registry(extra: list[Key] | None = None, own_keys: list[OwnKeys] | None = None) -> KeyRegistry:
     """The registry of all keys, plus keys contributed by packages (serde options, ...) and the namespaces
     of custom components' own keys."""
-    unsupported = [Key(k, "str", why, unsupported=why) for k, why in SAMZA_UNSUPPORTED.items()]
+    unsupported = [
+        Key(k, "str", why, unsupported=why, advice=_ADVICE.get(k)) for k, why in SAMZA_UNSUPPORTED.items()
+    ]
     return KeyRegistry([*KEYS, *(extra or []), *unsupported], GOVERNED_PREFIXES, own_keys or [])

@@ -67,6 +67,9 @@ class Key:
     not_yet: str | None = None
     # Samza keys Samsa does not implement: set -> rejected with this reason (what to do instead).
     unsupported: str | None = None
+    # The reason of an unsupported key from the key and the whole raw config, where what to do instead
+    # depends on the job (the exact key to write); `unsupported` is the general form.
+    advice: Callable[[str, Mapping[str, str]], str] | None = field(default=None, compare=False, repr=False)
     # Values of a supported key that a later issue builds, e.g. exactly_once.
     values_not_yet: dict[str, str] = field(default_factory=dict)
     # Values of a supported key that Samsa refuses (a Samza setting it has no way to honour) -> what to do.
@@ -120,14 +123,17 @@ class Key:
     def is_pattern(self) -> bool:
         return "<" in self.pattern or self.pattern.endswith("*")
 
-    def parse(self, key: str, raw: str) -> object:
-        """Turns a raw string into this key's typed value, or raises naming the key."""
+    def parse(self, key: str, raw: str, config: Mapping[str, str] | None = None) -> object:
+        """Turns a raw string into this key's typed value, or raises naming the key; `config`, the whole raw
+        config, lets an unsupported key's advice name the key to write instead."""
         if self.not_yet:
             raise ConfigError(f"{key} is not supported yet ({self.not_yet}); remove it from the job config")
         if self.unsupported:
+            instead = self.filled(key, self.unsupported)
+            if self.advice is not None and config is not None:
+                instead = self.advice(key, config)
             raise ConfigError(
-                f"{key} is a Samza key not supported by Samsa: {self.filled(key, self.unsupported)}; "
-                "remove it from the job config"
+                f"{key} is a Samza key not supported by Samsa: {instead}; remove it from the job config"
             )
         why = self.refused_values.get(raw.strip().lower())
         if why is not None:

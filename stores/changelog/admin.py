@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from samsa.kafka import KafkaAdmin, TopicMismatchError, TopicNotFoundError
-from samsa.stores.changelog.settings import ChangelogSettings
+from samsa.stores.changelog.settings import ChangelogSettings, compacted_only
 from samsa.stores.exceptions import StoreConfigError
 from samsa.streams import SystemStream
 
@@ -167,9 +167,10 @@ class ChangelogAdmin:
         auto-created by the broker (recreated after a deletion) rather than made by Samsa."""
         topic = admin.topic_config(stream.stream)
         settings = self._settings[store]
+        self._warn_other_settings(store, stream, topic)
         wrong: list[tuple[str, object, object]] = []  # (setting, wanted, actual)
         policy = topic.get("cleanup.policy", "delete")
-        if {p.strip() for p in policy.split(",")} != {"compact"}:
+        if not compacted_only(policy):
             wrong.append(("cleanup.policy", "compact", policy))
         # Restore undoes uncommitted writes only while compaction cannot yet have dropped the committed
         # records they supersede, and reuses local state only while its deletes' tombstones remain: a topic
@@ -213,6 +214,35 @@ class ChangelogAdmin:
         if lower:
             text += f"; or lower the job's keys to the topic's: {', '.join(lower)}"
         raise TopicMismatchError(stream.stream, setting, expected, actual, text)
+
+    def _warn_other_settings(self, store: str, stream: SystemStream, topic: Mapping[str, str]) -> None:
+        """Warn of each `stores.<s>.changelog.kafka.*` setting the existing changelog does not have (a
+        smaller max.message.bytes, any other that differs), naming the command that sets it: they apply when
+        Samsa creates the changelog, and Samsa never alters a topic."""
+        for name, wanted in self._settings[store].extra:
+            have = topic.get(name)
+            if have is None or have == wanted:
+                continue
+            if name == "max.message.bytes" and int(have) >= int(wanted):
+                continue  # a larger limit takes the store's values too
+            log.warning(
+                "changelog %s of store %s has %s=%s but stores.%s.changelog.kafka.%s=%s: the key applies "
+                "when Samsa creates the changelog, and Samsa does not alter an existing one%s. Set it with: "
+                "kafka-configs --alter --entity-type topics --entity-name %s --add-config %s=%s",
+                stream,
+                store,
+                name,
+                have,
+                store,
+                name,
+                wanted,
+                " (a store value larger than the topic's limit fails the job)"
+                if name == "max.message.bytes"
+                else "",
+                stream.stream,
+                name,
+                wanted,
+            )
 
     @contextmanager
     def _admins(self) -> Iterator[Callable[[str], KafkaAdmin]]:

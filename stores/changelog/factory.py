@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from samsa.kafka import KafkaAdmin, KafkaConsumer
+from samsa.kafka import KafkaAdmin, KafkaConsumer, KafkaProducer
 from samsa.kafka.message import TopicPartition
 from samsa.stores.backend import (
     Markers,
@@ -20,6 +20,7 @@ from samsa.stores.backend import (
 from samsa.stores.changelog.admin import ChangelogAdmin, check_unique_changelogs
 from samsa.stores.changelog.backup import ChangelogBackupManager
 from samsa.stores.changelog.restore import ChangelogRestoreManager, TrimProducer
+from samsa.stores.changelog.settings import size_note
 from samsa.streams import SystemStream, SystemStreamPartition
 
 # Restore reads whole partitions: large fetches and a deep prefetch queue keep the consumer ahead of the
@@ -61,6 +62,9 @@ class ChangelogBackendFactory:
         self.changelogs = {store: SystemStream(*stream) for store, stream in stores.items()}
         check_unique_changelogs(self.changelogs)
         self._producer = producer
+        if isinstance(producer, KafkaProducer):  # its error for a record too large names the store's key
+            for store, stream in self.changelogs.items():
+                producer.note_topic(stream.stream, size_note(store, stream.stream))
         self._consumer_config_for = consumer_config_for
         self._admin_config_for = admin_config_for or self._admin_config
         self._clock = clock

@@ -14,6 +14,12 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 DEFAULT_MIN_COMPACTION_LAG_MS = 14_400_000
 # -1: the broker's default.replication.factor.
 DEFAULT_REPLICATION_FACTOR = -1
+# Samza's prefix of a changelog's own topic settings (KafkaConfig's CHANGELOG_STREAM_KAFKA_SETTINGS): each
+# `stores.<s>.changelog.kafka.<setting>` is passed as <setting> when the changelog is created.
+TOPIC_SETTINGS_PREFIX = "changelog.kafka."
+# Topic settings Samsa has keys of its own for (under `stores.<s>.changelog.`): the passthrough may repeat
+# them, with the same value.
+_OWN_SETTINGS = ("delete.retention.ms", "min.compaction.lag.ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +29,21 @@ class ChangelogSettings:
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
     min_compaction_lag_ms: int = DEFAULT_MIN_COMPACTION_LAG_MS
     replication_factor: int = DEFAULT_REPLICATION_FACTOR
+    #: The other topic settings of `stores.<s>.changelog.kafka.*` (e.g. max.message.bytes), sorted pairs.
+    extra: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, store: str, config: Mapping[str, str]) -> ChangelogSettings:
+        passed = _topic_settings(store, config)
         return cls(
-            delete_retention_ms=_int(
-                store, config, "changelog.delete.retention.ms", DEFAULT_DELETE_RETENTION_MS, 0
+            delete_retention_ms=_own_or_passed(
+                store, config, passed, "delete.retention.ms", DEFAULT_DELETE_RETENTION_MS
             ),
-            min_compaction_lag_ms=_int(
-                store, config, "changelog.min.compaction.lag.ms", DEFAULT_MIN_COMPACTION_LAG_MS, 0
+            min_compaction_lag_ms=_own_or_passed(
+                store, config, passed, "min.compaction.lag.ms", DEFAULT_MIN_COMPACTION_LAG_MS
             ),
             replication_factor=_replication_factor(store, config),
+            extra=tuple(sorted((k, v) for k, v in passed.items() if k not in _OWN_SETTINGS)),
         )
 
     def restore_age_limit_ms(self) -> float:
@@ -44,17 +54,86 @@ class ChangelogSettings:
     def topic_config(self) -> dict[str, str]:
         """The topic configuration a changelog is created with."""
         return {
+            **dict(self.extra),
             "cleanup.policy": "compact",
             "delete.retention.ms": str(self.delete_retention_ms),
             "min.compaction.lag.ms": str(self.min_compaction_lag_ms),
         }
 
 
-def _int(store: str, config: Mapping[str, str], sub: str, default: int, least: int) -> int:
+def _topic_settings(store: str, config: Mapping[str, str]) -> dict[str, str]:
+    """The `stores.<store>.changelog.kafka.*` settings (prefix removed), refusing those that contradict the
+    changelog Samsa needs: not compacted only, or a whole-number setting that is not one."""
+    passed = {
+        k[len(TOPIC_SETTINGS_PREFIX) :]: str(v).strip()
+        for k, v in config.items()
+        if k.startswith(TOPIC_SETTINGS_PREFIX) and v is not None and str(v).strip()
+    }
+    policy = passed.pop("cleanup.policy", None)
+    if policy is not None and not compacted_only(policy):
+        raise StoreConfigError(
+            f"stores.{store}.{TOPIC_SETTINGS_PREFIX}cleanup.policy",
+            f"{policy!r} contradicts stores.{store}.changelog: a changelog is compacted only (deletion by "
+            "retention loses the store's state), and Samsa creates it with cleanup.policy=compact; remove "
+            "the key",
+        )
+    if "replication.factor" in passed:
+        # Not a topic config: the broker would refuse the creation naming only its own setting.
+        raise StoreConfigError(
+            f"stores.{store}.{TOPIC_SETTINGS_PREFIX}replication.factor",
+            f"a changelog's replication factor is set by stores.{store}.changelog.replication.factor; use "
+            "that key",
+        )
+    for name in (*_OWN_SETTINGS, "max.message.bytes"):
+        if name in passed:
+            # As the broker reads it ("20_000_000" is a whole number to Python only).
+            value = _int(store, passed, name, 0, 0, key=f"stores.{store}.{TOPIC_SETTINGS_PREFIX}{name}")
+            passed[name] = str(value)
+    return passed
+
+
+def compacted_only(policy: str) -> bool:
+    """Whether a topic's cleanup.policy is compaction only, as a changelog's must be."""
+    return {p.strip() for p in policy.split(",")} == {"compact"}
+
+
+def _own_or_passed(
+    store: str, config: Mapping[str, str], passed: Mapping[str, str], name: str, default: int
+) -> int:
+    """Setting `name` from Samsa's key `stores.<store>.changelog.<name>` or Samza's passthrough
+    `stores.<store>.changelog.kafka.<name>`: refused when both are set and differ."""
+    own = _int(store, config, f"changelog.{name}", default, 0)
+    if name not in passed:
+        return own
+    value = int(passed[name])
+    own_raw = config.get(f"changelog.{name}")
+    if own_raw is not None and str(own_raw).strip() and own != value:
+        key = f"stores.{store}.changelog.{name}"
+        raise StoreConfigError(
+            key,
+            f"{own} contradicts stores.{store}.{TOPIC_SETTINGS_PREFIX}{name}={value}: both set the "
+            f"changelog's {name}; keep one of them (or give both the same value)",
+        )
+    return value
+
+
+def size_note(store: str, topic: str) -> str:
+    """What a too-large record's error says of `store`'s changelog `topic`: the key raising its limit."""
+    return (
+        f"Topic {topic!r} is the changelog of store {store!r}: "
+        f"stores.{store}.{TOPIC_SETTINGS_PREFIX}max.message.bytes sets its max.message.bytes when Samsa "
+        "creates it; an existing changelog keeps its own (kafka-configs --alter --entity-type topics "
+        f"--entity-name {topic} --add-config max.message.bytes=<bytes>)."
+    )
+
+
+def _int(
+    store: str, config: Mapping[str, str], sub: str, default: int, least: int, key: str | None = None
+) -> int:
     raw = config.get(sub)
     if raw is None or not str(raw).strip():
         return default
-    key = f"stores.{store}.{sub}"
+    key = key or f"stores.{store}.{sub}"
     try:
         value = int(str(raw).strip())
     except ValueError:

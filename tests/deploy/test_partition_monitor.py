@@ -18,9 +18,11 @@ import pytest
 from background import MINIMAL_JOB, wait_for
 from topic_growth import grow, produce_new
 
+from samsa.kafka import TopicNotFoundError
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.partition_monitor import (
+    FREQUENCY_KEY,
     PartitionCountMonitor,
     describe,
     durable_stores,
@@ -76,11 +78,38 @@ def test_the_monitor_keeps_looking_while_the_broker_is_away_and_says_so_once(
     assert "job.coordinator.monitor-partition-change.frequency.ms" in record.getMessage()
 
 
+def test_an_input_deleted_while_the_job_runs_is_named_as_deleted_once_not_given_start_up_advice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gone = TopicNotFoundError(["a"], "broker:9092")
+    fetch = _Counts({A: 2, B: 1}, gone, gone, gone, {A: 2, B: 1})
+    with caplog.at_level(logging.WARNING, "samsa.runtime.partition_monitor"):
+        monitor = PartitionCountMonitor({A: 2, B: 1}, fetch, 0.01).start()
+        fetch.done.wait(10)
+        threading.Event().wait(0.05)
+        monitor.stop()
+    assert not monitor.changes, "a deleted input is no partition change: the job keeps running"
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "input stream kafka.a was deleted while the job ran" in message
+    assert "its 2 partitions receive nothing" in message
+    assert "recreate topic 'a' with 2 partitions" in message and "remove kafka.a from task.inputs" in message
+    assert "Create them first" not in message
+
+
 def test_the_frequency_key_is_samzas_and_minus_one_turns_the_monitor_off() -> None:
     key = "job.coordinator.monitor-partition-change.frequency.ms"
     assert monitor_interval_s(JobConfig(Config(MINIMAL_JOB))) == 60.0
     assert monitor_interval_s(JobConfig(Config({**MINIMAL_JOB, key: "500"}))) == 0.5
     assert monitor_interval_s(JobConfig(Config({**MINIMAL_JOB, key: "-1"}))) is None
+
+
+@pytest.mark.parametrize(("value", "interval"), [("true", 0.5), ("false", None)])
+def test_samzas_switch_turns_the_monitor_off_with_false(value: str, interval: float | None) -> None:
+    """A ported Samza job sets `job.coordinator.monitor-partition-change` (off by default in Samza): true
+    keeps the watch Samsa runs anyway, false turns it off."""
+    keys = {"job.coordinator.monitor-partition-change": value, FREQUENCY_KEY: "500"}
+    assert monitor_interval_s(JobConfig(Config({**MINIMAL_JOB, **keys}))) == interval
 
 
 def test_durable_stores_are_those_with_a_backup() -> None:

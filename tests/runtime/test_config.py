@@ -657,6 +657,7 @@ def test_stream_settings_fall_back_to_the_system_then_the_default() -> None:
         Config(
             job_dict(
                 task__inputs="kafka.words,kafka.page.views,other.x",
+                task__checkpoint__system="kafka",  # required: the inputs are on two systems
                 systems__kafka__samza__msg__serde="json",
                 systems__kafka__samza__offset__default="oldest",
                 **{

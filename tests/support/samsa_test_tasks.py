@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import signal
 import time
@@ -136,3 +137,22 @@ class HeapProbeTask(StreamTask):
         self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
     ) -> None:
         HeapProbeTask.FROZEN.append(gc.get_freeze_count())
+
+
+class StoreValuesTask(StreamTask):
+    """Puts each input's value into store `values` under its key; an input valued `?` instead sends
+    `<length>:<sha256>` of the stored value to `test.output` (to check a restore kept it exactly)."""
+
+    def init(self, context: TaskContext) -> None:
+        self.store: Any = context.store("values")
+        self.output = context.config["test.output"]
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        if envelope.value != "?":
+            self.store.put(envelope.key, envelope.value)
+            return
+        stored = (self.store.get(envelope.key) or "").encode()
+        digest = f"{len(stored)}:{hashlib.sha256(stored).hexdigest()}"
+        collector.send(OutgoingMessage("kafka", self.output, key=envelope.key, value=digest))
