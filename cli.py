@@ -17,7 +17,7 @@ from samsa.deploy.restarts import CONFIG_ERROR_EXIT, cause_of, unmendable_exit
 from samsa.exceptions import SamsaError
 from samsa.runtime.config.config import Config, default_registry
 from samsa.runtime.config.job import JobConfig
-from samsa.runtime.config.loader import load_raw
+from samsa.runtime.config.loader import load_raw, rewrite
 from samsa.runtime.exceptions import ConfigError, TaskError
 from samsa.runtime.user_errors import explain
 from samsa.streams import SystemStream, SystemStreamPartition
@@ -47,7 +47,8 @@ def _load(args: argparse.Namespace) -> JobConfig:
     if getattr(args, "deploy", None):
         overrides["job.deploy"] = args.deploy
     # Overrides apply before validation, so one can mend a bad value in the file.
-    return JobConfig(Config({**load_raw(args.job), **overrides}))
+    # Then job.config.rewriters, as Samza runs them over the whole config: SAMZA_* variables win.
+    return JobConfig(Config(rewrite({**load_raw(args.job), **overrides}, os.environ)))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

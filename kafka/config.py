@@ -101,6 +101,59 @@ def rejected_setting(error: Exception) -> KafkaConfigError:
     return KafkaConfigError(next((g for g in match.groups() if g), None) if match else None, reason)
 
 
+_KEYSTORE_PKCS12 = (
+    "convert a JKS keystore (keytool -importkeystore -srckeystore <k>.jks -destkeystore <k>.p12 "
+    "-deststoretype PKCS12) for ssl.keystore.location with ssl.keystore.password, or set "
+    "ssl.certificate.location and ssl.key.location (PEM files) instead"
+)
+_JAVA_ONLY = "a Java client setting with no librdkafka equivalent: remove it"
+#: Settings of Kafka's Java client (Samza's) that librdkafka does not take, each with what to set instead.
+JAVA_SETTINGS: Mapping[str, str] = {
+    "sasl.jaas.config": (
+        "librdkafka takes no JAAS line: set sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, as the "
+        "login module's), sasl.username and sasl.password (the line's username and password); Kerberos: "
+        "sasl.kerberos.service.name, sasl.kerberos.keytab and sasl.kerberos.principal; OAuth: "
+        "sasl.oauthbearer.*"
+    ),
+    "sasl.login.class": "a Java class: use sasl.mechanism with sasl.username and sasl.password",
+    "sasl.login.callback.handler.class": "a Java class: use sasl.mechanism with sasl.username and "
+    "sasl.password, or sasl.oauthbearer.* for OAuth",
+    "sasl.client.callback.handler.class": "a Java class: use sasl.mechanism with sasl.username and "
+    "sasl.password, or sasl.oauthbearer.* for OAuth",
+    "ssl.truststore.location": (
+        "librdkafka reads no Java truststore: set ssl.ca.location to the CA certificates as a PEM file "
+        "(keytool -exportcert -rfc -keystore <truststore>.jks -alias <ca> -file ca.pem)"
+    ),
+    "ssl.truststore.password": "a Java truststore's: remove it (ssl.ca.location, a PEM file, has none)",
+    "ssl.truststore.type": "a Java truststore's: remove it (ssl.ca.location takes a PEM file)",
+    "ssl.keystore.type": f"librdkafka's ssl.keystore.location is PKCS#12 only: remove it; {_KEYSTORE_PKCS12}",
+    "ssl.protocol": "librdkafka negotiates the TLS version itself: remove it",
+    "ssl.enabled.protocols": "librdkafka negotiates the TLS version itself: remove it",
+    "ssl.trustmanager.algorithm": _JAVA_ONLY,
+    "ssl.keymanager.algorithm": _JAVA_ONLY,
+    "ssl.provider": _JAVA_ONLY,
+    "ssl.secure.random.implementation": _JAVA_ONLY,
+}
+_SECRET_HINTS = ("password", "secret", "jaas", "sasl.oauthbearer.config")
+
+
+def java_settings(given: Mapping[str, Any], reason: str) -> dict[str, str]:
+    """The Kafka Java client's settings among `given` that librdkafka refuses, each with what to set instead;
+    `ssl.keystore.location` among them when librdkafka could not read it as PKCS#12 (a JKS keystore)."""
+    found = {key: JAVA_SETTINGS[key] for key in given if key in JAVA_SETTINGS}
+    if "ssl.keystore.location" in given and "PKCS#12" in reason:
+        found["ssl.keystore.location"] = f"librdkafka reads it as PKCS#12, not JKS: {_KEYSTORE_PKCS12}"
+    return found
+
+
+def without_secrets(text: str, given: Mapping[str, Any]) -> str:
+    """`text` (librdkafka's refusal) with the value of every secret-like setting of `given` masked."""
+    for key, value in given.items():
+        if any(hint in key for hint in _SECRET_HINTS) and str(value):
+            text = text.replace(str(value), "***")
+    return text
+
+
 def with_defaults(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """`config` with every key of `defaults` it does not set itself."""
     merged = dict(defaults)

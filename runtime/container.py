@@ -64,6 +64,7 @@ from samsa.runtime.state import ContainerState, early_s3_client
 from samsa.runtime.takeover import assignment, checkpoint_producer_config
 from samsa.runtime.task_instance import TaskContextImpl, TaskInstance, new_task
 from samsa.runtime.user_errors import escaped, interrupted
+from samsa.runtime.watchdog import StepWatchdog
 from samsa.serde.base import explain, raw_passthrough
 from samsa.serde.exceptions import SchemaRegistryError, SerdeConfigError
 from samsa.serde.registry import SerdeRegistry
@@ -200,6 +201,8 @@ class Container:
         self._next_look = 0.0  # when the loop's fetches next look for a newer start
         self.registry = m.MetricsRegistry()
         self._loop: RunLoop | None = None
+        #: Reports a task stuck in process() (task.process.warn.ms), while the loop runs.
+        self._watchdog: StepWatchdog | None = None
         self._stop_requested = False
         self._serdes = SerdeRegistry(job.config)
         self._producers: dict[str, KafkaProducer] = {}
@@ -234,6 +237,8 @@ class Container:
         self._restore_stop.set()
         if self._loop is not None:
             self._loop.stop()
+        if self._watchdog is not None:
+            self._watchdog.stopping()  # a task stuck in process() is told, with its stack, before a kill
 
     def fence(self, reason: str) -> None:
         """A newer start of this container exists: stop without writing another checkpoint, and without
@@ -1111,6 +1116,7 @@ class Container:
             )
             if self._stop_requested:
                 self._loop.stop()
+            self._start_watchdog(self._loop)
             self._phase = "running"
             log.info("container %s running tasks %s", self.model.id, ", ".join(t.name for t in self._tasks))
             if self._bootstrap_progress:
@@ -1292,6 +1298,7 @@ class Container:
         if self._phase == "crashed":
             return
         self._phase = "crashed"
+        self._close_watchdog()
         self._stopping_for_crash()
         self._tasks = []
         if self._state is not None:
@@ -1333,6 +1340,7 @@ class Container:
     def _release(self, failed: bool) -> None:
         """Closes the clients. After a failure the cause is already on its way up: close quickly (outputs
         of processed messages still go out) and log, rather than raise, whatever else goes wrong."""
+        self._close_watchdog()
         self._bad_messages_log.close()  # what the last while's count still holds
         server = self._server
         flush_s = _FLUSH_AFTER_FAILURE_S if failed else _FLUSH_ON_STOP_S
@@ -1394,6 +1402,27 @@ class Container:
             labels,
             lambda: time.monotonic() - started,
         )
+
+    def _start_watchdog(self, loop: RunLoop) -> None:
+        """Watches the loop for a task stuck in process(), and serves how long each task has been in its
+        current process() call (0 when in none, or with the watchdog off)."""
+        warn_ms: int = self.job.config.value("task.process.warn.ms")
+        if warn_ms > 0:
+            self._watchdog = StepWatchdog(f"container {self.model.id}", loop, warn_ms / 1000)
+            self._watchdog.start()
+        watchdog = self._watchdog
+        for ti in self._tasks:
+            self.registry.gauge_fn(
+                m.PROCESS_STUCK_SECONDS,
+                "Seconds the task has been in its current process() call (0 when in none)",
+                {"task": ti.name},
+                partial(watchdog.stuck_seconds, ti.name) if watchdog is not None else lambda: 0.0,
+            )
+
+    def _close_watchdog(self) -> None:
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.close()
 
     def _bad_message_counters(self) -> None:
         """Every task's input streams start at 0 (Prometheus' advice): increase() sees the first burst."""

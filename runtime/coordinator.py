@@ -13,6 +13,7 @@ from samsa.checkpoint.kafka_manager import KafkaCheckpointManager, checkpoint_to
 from samsa.checkpoint.starts import ContainerStart
 from samsa.checkpoint.versions import checkpoint_versions
 from samsa.kafka import KafkaAdmin, KafkaConfigError, KafkaConsumer, KafkaProducer, KafkaSystemError
+from samsa.kafka.config import java_settings, without_secrets
 from samsa.runtime.config.job import JobConfig, job_id_clash
 from samsa.runtime.exceptions import ConfigError, TopicsOfAnotherJobError
 from samsa.runtime.job_model import JobIdentity, JobModel, build_job_model, grouped_counts
@@ -127,13 +128,20 @@ def _rejected(
 ) -> ConfigError:
     """librdkafka's refusal of a system's client settings, naming the user's keys at fault."""
     prefix = f"systems.{system}.{role}."
-    rejects = f"librdkafka rejects it ({error.reason})"
+    reason = without_secrets(error.reason, given)
+    rejects = f"librdkafka rejects it ({reason})"
+    java = java_settings(given, reason)
+    if java and (error.setting is None or error.setting in java):
+        # Samza's own Java client settings (security ones mostly): name each with librdkafka's equivalent.
+        each = "; ".join(f"{prefix}{key}: {advice}" for key, advice in java.items())
+        return ConfigError(
+            f"{each} (librdkafka rejects {'it' if len(java) == 1 else 'them'}: {reason}); see "
+            'docs/running.md "Secured clusters"'
+        )
     if error.setting:
         return ConfigError(f"{prefix}{error.setting}: {rejects}; fix or remove it")
     # librdkafka names the settings of a conflict in backquotes; the user set some of them, Samsa others.
-    named = [
-        s for s in dict.fromkeys(re.findall(r"`([a-z][a-z0-9._]*)(?:=[^`]*)?`", error.reason)) if s in given
-    ]
+    named = [s for s in dict.fromkeys(re.findall(r"`([a-z][a-z0-9._]*)(?:=[^`]*)?`", reason)) if s in given]
     keys = ", ".join(prefix + s for s in named) or f"{prefix}*"
     if role == "producer" and job.exactly_once and "enable.idempotence" in error.reason:
         return ConfigError(

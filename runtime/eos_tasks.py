@@ -320,20 +320,20 @@ class ExactlyOnceTasks:
 
     def _metrics(self, ti: TaskInstance, eos: EosTask) -> None:
         r, labels = self._registry, {"task": ti.name}
-        r.gauge_fn(
+        r.counter_fn(
             m.EOS_VERSIONS_COMMITTED,
             "Exactly-once versions the task committed since start",
             labels,
             lambda: eos.versions_committed,
         )
-        r.gauge_fn(m.EOS_REWINDS, "Rewinds to the last checkpoint since start", labels, lambda: eos.rewinds)
-        r.gauge_fn(
+        r.counter_fn(m.EOS_REWINDS, "Rewinds to the last checkpoint since start", labels, lambda: eos.rewinds)
+        r.counter_fn(
             m.EOS_REREAD,
             "Early records left unbuffered over task.eos.buffer.max.bytes, read again after a cut",
             labels,
             lambda: eos.reread_messages,
         )
-        r.gauge_fn(
+        r.counter_fn(
             m.EOS_VERSIONS_MERGED,
             "Aligned versions passed without a checkpoint of their own while catching up",
             labels,
@@ -351,13 +351,13 @@ class ExactlyOnceTasks:
             labels,
             lambda: buffer.bytes_used,
         )
-        r.gauge_fn(
+        r.counter_fn(
             m.EOS_DUPLICATES_DROPPED,
             "Duplicate records dropped (already seen sequence, or a committed version)",
             labels,
             lambda: aligner.duplicates_dropped,
         )
-        r.gauge_fn(
+        r.counter_fn(
             m.EOS_STALE_DROPPED,
             "Records of restarted upstream generations dropped (voided by a restore command)",
             labels,

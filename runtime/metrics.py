@@ -57,6 +57,7 @@ from samsa.runtime.exceptions import RuntimeSamsaError
 
 MESSAGES_PROCESSED = "samsa_messages_processed_total"
 PROCESS_SECONDS = "samsa_process_seconds"
+PROCESS_STUCK_SECONDS = "samsa_process_stuck_seconds"
 WINDOW_SECONDS = "samsa_window_seconds"
 COMMIT_SECONDS = "samsa_commit_seconds"
 COMMITS = "samsa_commits_total"
@@ -273,6 +274,15 @@ class MetricsRegistry:
         """Register a gauge computed at scrape time; registering it again replaces ``fn``."""
         metric = self._get_or_add(name, doc, "gauge", labels, GaugeFn, lambda lbl: GaugeFn(lbl, fn))
         metric.fn = fn  # a re-registration (e.g. a partition assigned again) brings the current source
+        return metric
+
+    def counter_fn(
+        self, name: str, doc: str, labels: Mapping[str, str] | None, fn: Callable[[], float]
+    ) -> GaugeFn:
+        """Register a counter whose count its owner keeps and ``fn`` reads at scrape time (exposed with
+        ``# TYPE counter``); ``fn`` must never decrease. Registering it again replaces ``fn``."""
+        metric = self._get_or_add(name, doc, "counter", labels, GaugeFn, lambda lbl: GaugeFn(lbl, fn))
+        metric.fn = fn
         return metric
 
     def timer(self, name: str, doc: str, labels: Mapping[str, str] | None = None) -> Timer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -271,6 +272,8 @@ class RunLoop:
         self._on_rewind = on_rewind
         self._held_by_task: dict[str, list[PartitionBuffer]] = {}
         self._name = name
+        #: The thread running the loop, once begun: the watchdog looks at its stack (`StepWatchdog`).
+        self.thread: int | None = None
         # After a round of timers, a chunk of input (or a fetch finding none) comes before the next round: a
         # scheduler callback scheduling itself at or before now (an event-time timer, replaying old data)
         # would otherwise be due again at once, round after round, and no message would be processed.
@@ -305,6 +308,7 @@ class RunLoop:
         """Starts the bootstrap streams and the timers; `run` does it, a driver calling `step` first."""
         if not self._begun:
             self._begun = True
+            self.thread = threading.get_ident()
             self._start_bootstrap()
             self._reschedule()
 
@@ -418,6 +422,7 @@ class RunLoop:
         elif buf.task.coordinator.requested:
             self._handle_requests(buf.task)
 
+    # The watchdog (runtime/watchdog.py) finds a chunk in progress by this method's frame and its locals.
     def _process(self, buf: PartitionBuffer, limit: int) -> None:
         """Processes up to `limit` messages of one partition: the hot path."""
         if buf.handler is not None:

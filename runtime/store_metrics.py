@@ -59,16 +59,22 @@ def _left(progress: Mapping[str, RestoreProgress], store: str) -> Callable[[], f
     return read
 
 
+_LAST_COMMIT_DOC = (
+    "When the task's checkpoint was last known current, in epoch seconds: its last commit completed (its "
+    "checkpoint written), or a timer's commit found nothing new to write since"
+)
+
+
+def last_commit_gauge(registry: m.MetricsRegistry, task: str) -> m.Gauge:
+    """The task's `samsa_last_commit_timestamp_seconds`: set by each completed commit and by each idle one."""
+    return registry.gauge(m.LAST_COMMIT_TIMESTAMP, _LAST_COMMIT_DOC, {"task": task})
+
+
 class CommitMetrics:
     """Records each completed commit of a task (`TaskCommitManager.on_committed`, on the commit thread)."""
 
     def __init__(self, registry: m.MetricsRegistry, task: str, store_dirs: Mapping[str, Path]) -> None:
-        labels = {"task": task}
-        self._last = registry.gauge(
-            m.LAST_COMMIT_TIMESTAMP,
-            "When the task's last commit completed (its checkpoint written), in epoch seconds",
-            labels,
-        )
+        self._last = last_commit_gauge(registry, task)
         self._registry = registry
         self._task = task
         self._store_dirs = dict(store_dirs)

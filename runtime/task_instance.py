@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.runtime import metrics as m
 from samsa.runtime.exceptions import ConfigError, UserCodeError
 from samsa.runtime.job_model import TaskModel
+from samsa.runtime.store_metrics import last_commit_gauge
 from samsa.runtime.task import MessageCollector, RequestScope, StreamTask, has_window
 from samsa.runtime.timers import TaskTimers
 from samsa.runtime.user_errors import USER_FAILURES, call_task, described, interrupted
@@ -269,6 +270,7 @@ class TaskInstance:
         self.commits_idle = registry.counter(
             m.COMMITS_IDLE, "Timer commits left out: nothing new since the task's last commit", labels
         )
+        self._registry = registry
         now = time.monotonic()
         self.commit_interval = commit_ms / 1000 if commit_ms > 0 else None
         self.window_interval = window_ms / 1000 if window_ms > 0 and has_window(task) else None
@@ -313,6 +315,9 @@ class TaskInstance:
     def commit_idle(self) -> None:
         """Nothing new since the last commit (offsets, stores, outputs): the timer's commit is left out."""
         self.commits_idle.inc()
+        # The last checkpoint is current as of now: an idle, caught-up task must not look stuck to an
+        # alert on the age of its last commit.
+        last_commit_gauge(self._registry, self.name).set(time.time())
         if self.commit_interval:
             self.next_commit = time.monotonic() + self.commit_interval
 

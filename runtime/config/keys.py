@@ -128,6 +128,16 @@ KEYS = [
         minimum=1,
     ),
     Key(
+        "task.process.warn.ms",
+        "int",
+        "Samsa's own: how long one task's process() may run before the container logs a warning naming the "
+        "task, the partition, the offset and the loop thread's stack (again every as long while it lasts); "
+        "-1 turns it off.",
+        default="60000",
+        minimum=1,
+        allow_off=True,
+    ),
+    Key(
         "job.processing.guarantee",
         "enum",
         "at_least_once, or exactly_once.",
@@ -166,6 +176,18 @@ KEYS = [
     ),
     Key("job.logged.store.base.dir", "path", "Directory of stores with a backup.", default="./state"),
     Key("job.non-logged.store.base.dir", "path", "Directory of stores without a backup.", default="./state"),
+    Key(
+        "job.config.rewriters",
+        "list",
+        "Config rewriters run, in order, on the loaded job config (the file and --config): Samza's "
+        "environment rewriter only (job.config.rewriter.<name>.class).",
+    ),
+    Key(
+        "job.config.rewriter.<name>.class",
+        "str",
+        "org.apache.samza.config.EnvironmentConfigRewriter, the only rewriter: each SAMZA_<KEY> environment "
+        "variable sets <key> (lower-cased, _ as .) over the config's value; for secrets.",
+    ),
     Key(
         "job.deploy",
         "enum",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -10,6 +11,12 @@ from typing import Any
 import yaml
 
 from samsa.runtime.exceptions import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Samza's environment config rewriter: the one rewriter Samsa runs (Samza's others are Java classes).
+ENV_REWRITER = "org.apache.samza.config.EnvironmentConfigRewriter"
+ENV_PREFIX = "SAMZA_"
 
 
 def _flatten(
@@ -273,3 +280,46 @@ def _load_yaml(text: str, path: Path) -> dict[str, str]:
     _flatten(data, "", out, str(path), {})
     _yaml_booleans(out)
     return out
+
+
+def rewrite(raw: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`raw` as the rewriters `job.config.rewriters` lists leave it, run in their order, as Samza runs them
+    once the whole config is loaded. Samza's environment rewriter is the one Samsa runs: every
+    `SAMZA_<KEY>` variable of `environ` sets the key <key> lower-cased with `_` as `.`, over the config's
+    own value. Values are never logged: secrets come this way."""
+    out = dict(raw)
+    names = [n.strip() for n in raw.get("job.config.rewriters", "").split(",") if n.strip()]
+    for name in names:
+        key = f"job.config.rewriter.{name}.class"
+        cls = out.get(key, "").strip()
+        if not cls:
+            raise ConfigError(
+                f"job.config.rewriters names {name!r} but {key} is not set: set it to {ENV_REWRITER}, or "
+                f"remove {name} from job.config.rewriters"
+            )
+        if cls != ENV_REWRITER:
+            raise ConfigError(
+                f"{key}={cls}: Samsa runs only Samza's environment rewriter ({ENV_REWRITER}), not a Java "
+                "class: write the values it would give in the job file, or pass them as SAMZA_<KEY> "
+                "environment variables with that rewriter"
+            )
+        out.update(environment_config(environ))
+    return out
+
+
+def environment_config(environ: Mapping[str, str]) -> dict[str, str]:
+    """The keys Samza's EnvironmentConfigRewriter takes from `environ`: `SAMZA_SYSTEMS_KAFKA_CONSUMER_SASL_
+    PASSWORD` is `systems.kafka.consumer.sasl.password`."""
+    found: dict[str, str] = {}
+    for var in sorted(environ):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        if var == ENV_PREFIX:
+            raise ConfigError(
+                f"environment variable {ENV_PREFIX} names no config key (job.config.rewriters runs "
+                f"{ENV_REWRITER}): unset it"
+            )
+        key = var[len(ENV_PREFIX) :].lower().replace("_", ".")
+        found[key] = environ[var]
+        log.info("config key %s set from environment variable %s (value not logged)", key, var)
+    return found

@@ -222,3 +222,22 @@ def test_the_commit_timer_is_task_commit_ms_with_a_warning_when_a_checkpoint_may
         assert f"task.commit.ms={commit_ms}" in warnings[0]
         assert "another host" in warnings[0]
         assert "min.compaction.lag.ms" in warnings[0]
+
+
+def test_an_idle_task_keeps_its_last_commit_timestamp_current(
+    job_config: Any, topics: Any, produce: Any, counts_store: Any
+) -> None:
+    # docs/running.md says to alert on time() - samsa_last_commit_timestamp_seconds: a caught-up task whose
+    # timer commits are left out must not age into that alert.
+    inp, out = topics(1), topics(1)
+    extra = {"task.commit.ms": "100", **counts_store(inp)}
+    config = job_config(f"kafka.{inp}", out, task="idle_commit_tasks:CountingTask", **extra)
+    produce(inp, [("k", str(i)) for i in range(3)], partition=0)
+    with running(config) as job:
+        gauge = job.container.registry.gauge(m.LAST_COMMIT_TIMESTAMP, "", {"task": TASK})
+        job.wait_for(lambda: job.count(m.MESSAGES_PROCESSED) == 3, "3 messages processed")
+        job.idle_for(3)
+        commits, first = job.count(m.COMMITS), gauge.value
+        job.idle_for(4)
+        assert job.count(m.COMMITS) == commits, "idle: no commit written"
+        assert gauge.value > first and time.time() - gauge.value < 2.0

@@ -231,3 +231,62 @@ def test_acks_1_without_idempotence_runs(
     assert [v for *_, v in read_topic(sink)] == [b"v1", b"v2"]
     run_in_process(config)  # resumes from its checkpoint: nothing again
     assert len(read_topic(sink)) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "named", "instead"),
+    [
+        (
+            {
+                "systems.kafka.consumer.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+                'PlainLoginModule required username="alice" password="JAASSECRET";'
+            },
+            ["systems.kafka.consumer.sasl.jaas.config"],
+            "sasl.mechanism",
+        ),
+        (
+            {
+                "systems.kafka.producer.ssl.truststore.location": "/etc/kafka/truststore.jks",
+                "systems.kafka.producer.ssl.truststore.password": "TRUSTSECRET",
+            },
+            [
+                "systems.kafka.producer.ssl.truststore.location",
+                "systems.kafka.producer.ssl.truststore.password",
+            ],
+            "ssl.ca.location",
+        ),
+        (
+            {"systems.kafka.consumer.ssl.keystore.type": "JKS"},
+            ["systems.kafka.consumer.ssl.keystore.type"],
+            "ssl.certificate.location and ssl.key.location",
+        ),
+    ],
+)
+def test_samzas_java_security_keys_are_named_with_their_librdkafka_equivalent(
+    extra: dict[str, str], named: list[str], instead: str
+) -> None:
+    # R6 #5: the refusal named `systems.kafka.consumer.*`, not the Java key, and said nothing of what to set.
+    message = refused(
+        job_dict(**extra),
+        start=lambda job: JobCoordinator(job).check_client_settings(),
+    )
+    assert all(key in message for key in named), message
+    assert instead in message and "*" not in message.split(":")[0]
+    assert "SECRET" not in message
+
+
+def test_a_jks_keystore_is_named_as_not_pkcs12(tmp_path: Path) -> None:
+    jks = tmp_path / "keystore.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed not a PKCS#12 file")
+    message = refused(
+        job_dict(
+            **{
+                "systems.kafka.consumer.security.protocol": "SSL",
+                "systems.kafka.consumer.ssl.keystore.location": str(jks),
+                "systems.kafka.consumer.ssl.keystore.password": "KEYSECRET",
+            }
+        ),
+        start=lambda job: JobCoordinator(job).check_client_settings(),
+    )
+    assert message.startswith("systems.kafka.consumer.ssl.keystore.location: librdkafka reads it as PKCS#12")
+    assert "SECRET" not in message

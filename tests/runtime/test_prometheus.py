@@ -121,6 +121,16 @@ def test_callback_gauge_is_evaluated_at_each_render() -> None:
     assert parse(render(reg))[1][0][2] == "0"
 
 
+def test_callback_counter_is_typed_counter_and_evaluated_at_each_render() -> None:
+    reg = MetricsRegistry()
+    seen = {"value": 3}
+    reg.counter_fn("x_total", "Things seen.", {"task": "t0"}, lambda: seen["value"])
+    meta, samples = parse(render(reg))
+    assert meta["x_total"] == ("counter", "Things seen.") and samples == [("x_total", {"task": "t0"}, "3")]
+    seen["value"] = 7
+    assert parse(render(reg))[1][0][2] == "7"
+
+
 def test_timer_max_is_per_scrape_while_count_and_sum_accumulate() -> None:
     reg = MetricsRegistry()
     t = reg.timer(PROCESS_SECONDS, "Process.", {"task": "t0"})
