@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
@@ -72,7 +73,11 @@ class StepWatchdog:
     def start(self) -> None:
         """Starts the looking thread (a daemon: it never holds the process alive)."""
         tick = min(_MAX_TICK_S, max(_MIN_TICK_S, self._warn_s / 4))
-        self._thread = threading.Thread(target=self._watch, args=(tick,), name="samsa-watchdog", daemon=True)
+        # The thread holds the watchdog weakly: a container dropped without being closed (a test's) is not
+        # kept alive by it, with its loop and Kafka clients, until the process ends.
+        self._thread = threading.Thread(
+            target=_watch, args=(weakref.ref(self), self._done, tick), name="samsa-watchdog", daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -101,13 +106,6 @@ class StepWatchdog:
             return 0.0
         where = self._where(step.frame)
         return max(0.0, self._clock() - step.since) if where is not None and where[0] == task else 0.0
-
-    def _watch(self, tick: float) -> None:
-        while not self._done.wait(tick):
-            try:
-                self.check()
-            except Exception as e:  # a look gone wrong must not end the watch, nor the container
-                log.debug("%s: the watchdog's look failed: %r", self._name, e)
 
     def check(self) -> None:
         """One look at the loop's thread."""
@@ -226,3 +224,16 @@ class StepWatchdog:
             round(self._warn_s * 1000),
             stack.rstrip("\n"),
         )
+
+
+def _watch(ref: weakref.ref[StepWatchdog], done: threading.Event, tick: float) -> None:
+    """The looking thread: a look every `tick` until closed, or until the watchdog is gone."""
+    while not done.wait(tick):
+        watchdog = ref()
+        if watchdog is None:
+            return
+        try:
+            watchdog.check()
+        except Exception as e:  # a look gone wrong must not end the watch, nor the container
+            log.debug("%s: the watchdog's look failed: %r", watchdog._name, e)
+        del watchdog

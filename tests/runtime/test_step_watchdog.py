@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+import weakref
 from collections.abc import Iterable
 
 import pytest
@@ -196,6 +198,21 @@ def test_the_watchdog_thread_is_a_daemon_and_ends_at_close() -> None:
     thread = watchdog._thread
     assert thread is not None and thread.daemon and thread.is_alive()
     watchdog.close()
+    assert not thread.is_alive()
+
+
+def test_a_watchdog_dropped_without_close_frees_its_loop_and_its_thread_ends() -> None:
+    """A container dropped unclosed (a test's) must not be kept alive, Kafka clients and all, by its
+    watchdog's thread until the process ends."""
+    loop = _blocked_loop(Blocking())
+    watchdog = StepWatchdog("container 0", loop, warn_s=0.1)
+    watchdog.start()
+    thread, freed = watchdog._thread, weakref.ref(loop)
+    assert thread is not None
+    del watchdog, loop
+    gc.collect()
+    assert freed() is None, "the watchdog's thread kept the loop alive"
+    thread.join(timeout=5)
     assert not thread.is_alive()
 
 
