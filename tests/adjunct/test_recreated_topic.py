@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from adjunct_jobs import rows_enrich_job
 from job_fixtures import job_config, produce, read_topic, run_in_process
+from recreated_topics import produce_fresh, recreate
 
 from samsa.adjunct.bounded import END_OF_DATASET
 from samsa.adjunct.offsets import OFFSETS_FILE, read_offsets, write_offsets
@@ -24,29 +24,6 @@ from samsa.runtime.config.job import JobConfig
 from samsa.streams import SystemStreamPartition
 
 __all__ = ["job_config", "produce", "read_topic"]
-
-
-def _recreate(admin: KafkaAdmin, topic: str) -> None:
-    admin.delete_topics([topic])
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            admin.create_topic(topic, 1)
-            return
-        except Exception:
-            # The deletion is not through yet.
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
-def _produce_fresh(bootstrap: str, topic: str, rows: list[tuple[str, str]]) -> None:
-    """Produces on a new producer: the session's idempotent one keeps sequence numbers of the deleted
-    topic's partition, which the recreated one refuses."""
-    producer = KafkaProducer({"bootstrap.servers": bootstrap})
-    for key, value in rows:
-        producer.send(topic, value.encode(), key=key.encode())
-    producer.close()
 
 
 def _rows(names: dict[str, str]) -> list[tuple[str, str]]:
@@ -79,8 +56,8 @@ def test_a_store_whose_topic_was_recreated_with_more_records_is_rebuilt_from_the
     (stored,) = [read_offsets(f.parent, [ssp]) for f in store_dirs]
     assert stored is not None and stored.offsets[ssp] == 5 and stored.marks[ssp].offset == 4
     # While the job is down the topic is deleted and recreated; more rows than the store read land in it.
-    _recreate(kafka_admin, customers)
-    _produce_fresh(kafka_bootstrap, customers, _rows({f"c{i}": f"new{i}" for i in range(8)}))
+    recreate(kafka_admin, customers)
+    produce_fresh(kafka_bootstrap, customers, _rows({f"c{i}": f"new{i}" for i in range(8)}))
     produce(orders, [(f"c{i}", f"second{i}") for i in range(8)])
     caplog.set_level("INFO", logger="samsa.runtime.container")
     run_in_process(config)
@@ -113,7 +90,7 @@ def test_a_versioned_dataset_whose_topic_was_recreated_is_read_again_from_the_ne
     assert _enriched(read_topic, out, "a") == {"a1": "old-1"}
     # Recreated with a complete new dataset: offsets 0..6, the marker at 6. Resuming at 4 would seal a
     # partial version of it (rows 5 and 6) in place of the complete old one.
-    _recreate(kafka_admin, customers)
+    recreate(kafka_admin, customers)
     dataset({str(i): f"new-{i}" for i in range(1, 7)})
     produce(orders, [(str(i), f"b{i}") for i in range(1, 7)])
     run_in_process(config)

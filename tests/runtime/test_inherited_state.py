@@ -14,24 +14,17 @@ from pathlib import Path
 
 import pytest
 from count_job import WORDS, committed_rows, count_job, final_counts, run_cli
+from recreated_topics import end_offset
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.exactly_once.changelog import abort_record
 from samsa.exactly_once.protocol import Producer
-from samsa.kafka import KafkaConsumer, KafkaProducer
+from samsa.kafka import KafkaProducer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.config.keys import RETAIN_EXISTING_STATE
 from samsa.runtime.coordinator import coordinator_topic
 from samsa.runtime.inherited_state import InheritedStateError
-
-
-def _changelog_end(bootstrap: str, changelog: str) -> int:
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
-    try:
-        return consumer.watermarks((changelog, 0))[1]
-    finally:
-        consumer.close()
 
 
 def _first_job(job_config, topics, produce, run_job, kafka_bootstrap, sent):
@@ -77,7 +70,7 @@ def test_a_first_start_on_a_changelog_holding_data_is_refused(
     sent = random.Random(11).choices(WORDS, k=120)
     first, words, changelog = _first_job(job_config, topics, produce, run_job, kafka_bootstrap, sent)
     second, out = _second_job(job_config, topics, first, words, kind)
-    logged = _changelog_end(kafka_bootstrap, changelog)
+    logged = end_offset(kafka_bootstrap, changelog)
     try:
         with pytest.raises(InheritedStateError) as refused:
             run_job(second)  # before: it took job a's counts over and counted `sent` again (2x)
@@ -87,7 +80,7 @@ def test_a_first_start_on_a_changelog_holding_data_is_refused(
             assert named in message, message
         assert "has never started" in message and "delete topic" in message, message
         assert read_topic(out) == [], "the refused start processed nothing"
-        assert _changelog_end(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
+        assert end_offset(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
     finally:
         kafka_admin.delete_topics([changelog])
         if kind == "new-job-id":

@@ -9,41 +9,17 @@ import json
 import logging
 import random
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from count_job import WORDS, committed_rows, count_job, final_counts, run_cli
+from recreated_topics import end_offset, recreate_changelog
 
 from samsa.cli import main
-from samsa.kafka import KafkaAdmin, KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.stores.changelog.exceptions import ChangelogLostError
-from samsa.stores.changelog.settings import ChangelogSettings
-
-
-def _changelog_end(bootstrap: str, changelog: str) -> int:
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
-    try:
-        return consumer.watermarks((changelog, 0))[1]
-    finally:
-        consumer.close()
-
-
-def _recreate(admin: KafkaAdmin, changelog: str) -> None:
-    """Deletes the changelog and creates it again, empty, as a start creates a missing one."""
-    admin.delete_topics([changelog])
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            admin.create_topic(changelog, 1, ChangelogSettings().topic_config())
-            return
-        except Exception:
-            if time.monotonic() > deadline:  # the deletion is not through yet
-                raise
-            time.sleep(0.2)
 
 
 def _words(seed: int, k: int) -> list[str]:
@@ -82,7 +58,8 @@ def test_a_deleted_changelog_is_rebuilt_from_the_local_state_or_refused_until_th
 
     try:
         run_with(_words(1, 200))
-        _recreate(kafka_admin, changelog)  # deleted while the job is down (a start creates it again, empty)
+        # Deleted while the job is down (a start creates it again, empty).
+        recreate_changelog(kafka_admin, changelog)
 
         # The local checkpoint dir holds exactly the checkpointed state: restored from it, changelog rebuilt.
         with caplog.at_level(logging.WARNING, logger="samsa.stores.changelog.restore"):
@@ -96,7 +73,7 @@ def test_a_deleted_changelog_is_rebuilt_from_the_local_state_or_refused_until_th
         assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
 
         # Deleted again, and no local copy here: refused, nothing processed, restored or written.
-        _recreate(kafka_admin, changelog)
+        recreate_changelog(kafka_admin, changelog)
         shutil.rmtree(state_dir)
         produce(words, [(w, w) for w in _words(4, 30)])
         sent = len(committed_rows(kafka_bootstrap, out))
@@ -106,7 +83,7 @@ def test_a_deleted_changelog_is_rebuilt_from_the_local_state_or_refused_until_th
         for named in ("'counts'", "'Partition 0'", f"topic {changelog} partition 0", "forget-changelog"):
             assert named in message, message
         assert len(committed_rows(kafka_bootstrap, out)) == sent
-        assert _changelog_end(kafka_bootstrap, changelog) == 0
+        assert end_offset(kafka_bootstrap, changelog) == 0
         proc = run_cli(job_file, subprocess_env)  # `samsa run`: a config error, not restarted
         assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
         said = proc.stdout + proc.stderr  # the containers' output comes through the supervisor's
@@ -152,7 +129,7 @@ def test_a_store_also_backed_up_to_the_blob_store_restores_from_it_and_rebuilds_
 
     try:
         new_host_run(blob_first, _words(1, 100))
-        _recreate(kafka_admin, changelog)
+        recreate_changelog(kafka_admin, changelog)
         # The blob-store snapshot restores the store (it restores first); the changelog is rebuilt from it.
         with caplog.at_level(logging.WARNING, logger="samsa.stores.changelog.restore"):
             new_host_run(blob_first, _words(2, 30))
@@ -162,7 +139,7 @@ def test_a_store_also_backed_up_to_the_blob_store_restores_from_it_and_rebuilds_
         assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(seen)
 
         # The changelog restores first: refused, naming the blob store as a way on that loses nothing.
-        _recreate(kafka_admin, changelog)
+        recreate_changelog(kafka_admin, changelog)
         shutil.rmtree(state_dir)
         with pytest.raises(ChangelogLostError, match=r"restore\.factories=blobstore,changelog"):
             run_job(changelog_first)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,15 +17,15 @@ from typing import Any
 
 import pytest
 from count_job import committed_rows, count_job, final_counts
+from recreated_topics import end_offset, recreate_changelog
 
 from samsa.cli import main
-from samsa.kafka import KafkaAdmin, KafkaConsumer
+from samsa.kafka import KafkaAdmin
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.coordinator import checkpoint_manager
 from samsa.stores.changelog.exceptions import ChangelogRebuildCutShortError
 from samsa.stores.changelog.restore import ChangelogRestoreManager
-from samsa.stores.changelog.settings import ChangelogSettings
 
 KEYS = [f"w{i}" for i in range(200)]
 
@@ -73,27 +72,6 @@ def cut_rebuild_after(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int
     yield set_limit
 
 
-def _end(bootstrap: str, changelog: str) -> int:
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
-    try:
-        return consumer.watermarks((changelog, 0))[1]
-    finally:
-        consumer.close()
-
-
-def _recreate(admin: KafkaAdmin, changelog: str) -> None:
-    admin.delete_topics([changelog])
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            admin.create_topic(changelog, 1, ChangelogSettings().topic_config())
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def _lost_changelog_job(
     job_config: Callable[..., dict[str, str]],
     topics: Callable[..., str],
@@ -111,7 +89,7 @@ def _lost_changelog_job(
     seen = KEYS + KEYS[:40]
     produce(words, [(w, w) for w in seen])
     run_job(config)
-    _recreate(kafka_admin, changelog)
+    recreate_changelog(kafka_admin, changelog)
     return config, words, out, changelog, Counter(seen)
 
 
@@ -140,7 +118,7 @@ def test_a_cut_short_rebuild_is_refused_on_another_host_until_it_completes_where
         cut_rebuild_after(len(KEYS) // 4)
         with pytest.raises(_CutShort):
             run_job(config)
-        end = _end(kafka_bootstrap, changelog)
+        end = end_offset(kafka_bootstrap, changelog)
         checkpoint = _checkpoint_marker(config)
         checkpointed = checkpoint["offset"]
         assert end - 1 >= checkpointed, (end, checkpoint)  # the partial rebuild covers the checkpoint

@@ -11,21 +11,13 @@ from pathlib import Path
 
 import pytest
 from count_job import WORDS, committed_rows, count_job, final_counts, run_cli
+from recreated_topics import end_offset
 
 from samsa.checkpoint.kafka_manager import checkpoint_topic
 from samsa.cli import main
-from samsa.kafka import KafkaConsumer
 from samsa.runtime.config.config import Config
 from samsa.runtime.config.job import JobConfig
 from samsa.runtime.lost_checkpoints import CheckpointsLostError
-
-
-def _changelog_end(bootstrap: str, changelog: str) -> int:
-    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
-    try:
-        return consumer.watermarks((changelog, 0))[1]
-    finally:
-        consumer.close()
 
 
 def _state_keys(kind: str, changelog: str, blobs: Path, out: str = "") -> dict[str, str]:
@@ -56,7 +48,7 @@ def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
         assert final_counts(committed_rows(kafka_bootstrap, out)) == Counter(first)
         kafka_admin.delete_topics([checkpoint_topic(job.name, job.id)])
         sent = len(committed_rows(kafka_bootstrap, out))
-        logged = _changelog_end(kafka_bootstrap, changelog) if kind != "blobstore" else 0
+        logged = end_offset(kafka_bootstrap, changelog) if kind != "blobstore" else 0
 
         if kind != "blobstore":
             # A blob-backed store's state is named by checkpoints only: no refusal (that start would start
@@ -67,7 +59,7 @@ def test_a_deleted_checkpoint_topic_refuses_the_start_until_reset(
             for named in (job.job_key, checkpoint_topic(job.name, job.id), "'counts'", "checkpoint reset"):
                 assert named in message, message
             assert len(committed_rows(kafka_bootstrap, out)) == sent, "the refused start processed nothing"
-            assert _changelog_end(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
+            assert end_offset(kafka_bootstrap, changelog) == logged, "nor restored or wrote anything"
 
         # Fresh checkpoints at the inputs' ends keep the state: new inputs are counted once on top of it
         # (a blob-backed store's local state, which the fresh checkpoints name no snapshot of, included).

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from fake_input import FakeMessage, StringDecode
 
 from samsa import RequestScope, StreamTask
 from samsa.runtime.config.config import Config
@@ -21,40 +22,14 @@ from samsa.streams import SystemStreamPartition
 SSP = SystemStreamPartition("kafka", "t", 0)
 
 
-class Msg:
-    def __init__(self, offset: int, value: bytes) -> None:
-        self._o, self._v = offset, value
-
-    def topic(self) -> str:
-        return "t"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> None:
-        return None
-
-    def value(self) -> bytes:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def headers(self) -> None:
-        return None
-
-
 class IdleConsumer:
     """Hands out its messages at the first fetch, then has nothing: a fetch waits out its timeout."""
 
     def __init__(self, values: list[str]) -> None:
-        self.queue = [Msg(i, v.encode()) for i, v in enumerate(values)]
+        self.queue = [FakeMessage(SSP, i, v.encode()) for i, v in enumerate(values)]
         self.timeouts: list[float] = []
 
-    def consume(self, max_messages: int, timeout: float) -> list[Msg]:
+    def consume(self, max_messages: int, timeout: float) -> list[FakeMessage]:
         if self.queue:
             out, self.queue = self.queue, []
             return out
@@ -68,10 +43,6 @@ class IdleConsumer:
 
     def position(self, tps: Any) -> dict[tuple[str, int], int]:
         return {}
-
-
-class _Decode:
-    from_bytes = staticmethod(bytes.decode)
 
 
 class Storage:
@@ -115,7 +86,7 @@ def _loop(
         -1,
     )
     ti.offsets[SSP] = 0
-    buf = PartitionBuffer(SSP, ti, consumer, ("string", _Decode()), ("string", _Decode()))
+    buf = PartitionBuffer(SSP, ti, consumer, ("string", StringDecode()), ("string", StringDecode()))
     commits: list[Any] = []
 
     def commit(tasks: Any, requested: bool = False) -> None:

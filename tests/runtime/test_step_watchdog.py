@@ -6,63 +6,17 @@ import gc
 import logging
 import threading
 import weakref
-from collections.abc import Iterable
 
 import pytest
+from bare_task_instances import bare_task_instance
+from fake_input import FakeConsumer, StringDecode
 
 from samsa import StreamTask
 from samsa.runtime.run_loop import PartitionBuffer, RunLoop
 from samsa.runtime.watchdog import StepWatchdog
 from samsa.streams import SystemStreamPartition
-from tests.support.bare_task_instances import bare_task_instance
 
 SSP = SystemStreamPartition("kafka", "orders", 3)
-
-
-class _Msg:
-    def __init__(self, offset: int, value: bytes) -> None:
-        self._o, self._v = offset, value
-
-    def topic(self) -> str:
-        return SSP.stream
-
-    def partition(self) -> int:
-        return SSP.partition
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return None
-
-    def value(self) -> bytes:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def headers(self) -> None:
-        return None
-
-
-class _Consumer:
-    def __init__(self, values: list[bytes]) -> None:
-        self.queue = [_Msg(100 + i, v) for i, v in enumerate(values)]
-
-    def consume(self, max_messages: int, timeout: float) -> list[_Msg]:
-        out, self.queue = self.queue[:max_messages], self.queue[max_messages:]
-        return out
-
-    def pause(self, tps: Iterable[tuple[str, int]]) -> None: ...
-
-    def resume(self, tps: Iterable[tuple[str, int]]) -> None: ...
-
-    def position(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        return {tp: -1001 for tp in tps}
-
-
-class _Decode:
-    from_bytes = staticmethod(bytes.decode)
 
 
 class Blocking(StreamTask):
@@ -95,8 +49,8 @@ class FakeClock:
 def _blocked_loop(task: Blocking) -> RunLoop:
     ti = bare_task_instance(task, SSP)
     ti.offsets[SSP] = 100
-    consumer = _Consumer([b"a", b"b", b"stuck", b"c"])
-    buf = PartitionBuffer(SSP, ti, consumer, ("string", _Decode()), ("string", _Decode()))  # type: ignore[arg-type]
+    consumer = FakeConsumer(SSP, [b"a", b"b", b"stuck", b"c"], first=100)
+    buf = PartitionBuffer(SSP, ti, consumer, ("string", StringDecode()), ("string", StringDecode()))  # type: ignore[arg-type]
     return RunLoop(
         [(consumer, {("orders", 3): buf})],  # type: ignore[list-item]
         [ti],
@@ -238,8 +192,8 @@ def test_a_long_catch_up_of_short_calls_is_not_warned_about(
     task = Slow(clock)
     ti = bare_task_instance(task, SSP)  # no timer falls due: a chunk ends after 256 messages (64 s)
     ti.offsets[SSP] = 100
-    consumer = _Consumer([b"x"] * 2000)
-    buf = PartitionBuffer(SSP, ti, consumer, ("string", _Decode()), ("string", _Decode()))  # type: ignore[arg-type]
+    consumer = FakeConsumer(SSP, [b"x"] * 2000, first=100)
+    buf = PartitionBuffer(SSP, ti, consumer, ("string", StringDecode()), ("string", StringDecode()))  # type: ignore[arg-type]
     loop = RunLoop(
         [(consumer, {("orders", 3): buf})],  # type: ignore[list-item]
         [ti],

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from bare_task_instances import bare_task_instance
+from fake_input import FakeConsumer, StringDecode
 
 from samsa import StreamTask
 from samsa.cli import main
@@ -19,49 +20,6 @@ from samsa.runtime.user_errors import explain
 from samsa.stores.memory import InMemoryStore
 from samsa.stores.serialized import SerializedStore
 from samsa.streams import SystemStreamPartition
-
-
-class _Msg:
-    def __init__(self, offset: int, value: bytes) -> None:
-        self._offset, self._value = offset, value
-
-    def topic(self) -> str:
-        return "amounts"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> None:
-        return None
-
-    def value(self) -> bytes:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def headers(self) -> None:
-        return None
-
-
-class _Consumer:
-    def __init__(self, values: list[bytes]) -> None:
-        self.queue = [_Msg(i, v) for i, v in enumerate(values)]
-
-    def consume(self, max_messages: int, timeout: float) -> list[_Msg]:
-        out, self.queue = self.queue[:max_messages], self.queue[max_messages:]
-        return out
-
-    def pause(self, tps: Any) -> None: ...
-
-    def resume(self, tps: Any) -> None: ...
-
-
-class _Decode:
-    from_bytes = staticmethod(bytes.decode)
 
 
 def _lookup(table: dict[str, int], key: str) -> int:
@@ -114,8 +72,8 @@ def _instance(task: StreamTask) -> TaskInstance:
 def _process(task: StreamTask, values: list[bytes]) -> UserCodeError:
     ti = _instance(task)
     ssp = next(iter(ti.offsets))
-    consumer = _Consumer(values)
-    buf = PartitionBuffer(ssp, ti, consumer, ("string", _Decode()), ("string", _Decode()))  # type: ignore[arg-type]
+    consumer = FakeConsumer(ssp, values)
+    buf = PartitionBuffer(ssp, ti, consumer, ("string", StringDecode()), ("string", StringDecode()))  # type: ignore[arg-type]
     loop = RunLoop(
         [(consumer, {("amounts", 0): buf})],  # type: ignore[list-item]
         [ti],

@@ -7,22 +7,39 @@ import time
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from samsa.kafka import KafkaAdmin, KafkaProducer
+from samsa.kafka import KafkaAdmin, KafkaConsumer, KafkaProducer
+from samsa.stores.changelog.settings import ChangelogSettings
 
 
-def recreate(admin: KafkaAdmin, topic: str, partitions: int = 1) -> None:
-    """Deletes `topic` and creates it again, empty, once the deletion is through."""
+def recreate(
+    admin: KafkaAdmin, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    """Deletes `topic` and creates it again, empty (with `config`), once the deletion is through."""
     admin.delete_topics([topic])
     deadline = time.monotonic() + 30
     while True:
         try:
-            admin.create_topic(topic, partitions)
+            admin.create_topic(topic, partitions, config)
             return
         except Exception:
             # The deletion is not through yet.
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def recreate_changelog(admin: KafkaAdmin, changelog: str) -> None:
+    """Deletes a one-partition changelog and creates it again, empty, as a start creates a missing one."""
+    recreate(admin, changelog, 1, ChangelogSettings().topic_config())
+
+
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The end (high watermark) of one partition of `topic`."""
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap})
+    try:
+        return consumer.watermarks((topic, partition))[1]
+    finally:
+        consumer.close()
 
 
 def produce_fresh(

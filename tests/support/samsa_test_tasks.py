@@ -6,6 +6,7 @@ import gc
 import hashlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,22 @@ class StoreValuesTask(StreamTask):
         stored = (self.store.get(envelope.key) or "").encode()
         digest = f"{len(stored)}:{hashlib.sha256(stored).hexdigest()}"
         collector.send(OutgoingMessage("kafka", self.output, key=envelope.key, value=digest))
+
+
+#: What a `StuckOnceTask` waits for at its "stuck" message (set by the test).
+STUCK_RELEASE = threading.Event()
+
+
+class StuckOnceTask(EchoTask):
+    """EchoTask that, at the value "stuck", first waits for STUCK_RELEASE (a call without a timeout)."""
+
+    def process(
+        self, envelope: IncomingMessageEnvelope, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> None:
+        if envelope.value == "stuck":
+            wait_for_the_remote_service()
+        super().process(envelope, collector, coordinator)
+
+
+def wait_for_the_remote_service() -> None:
+    STUCK_RELEASE.wait(60)

@@ -4,12 +4,11 @@ it, the restore refuses before touching anything."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 from changelog_task import STORE, Task, contents, read_changelog, restore, write
-from recreated_topics import delete_records_before
+from recreated_topics import delete_records_before, recreate_changelog
 
 from samsa.kafka import KafkaAdmin, KafkaProducer
 from samsa.stores.backend import TaskStoresContext
@@ -25,19 +24,6 @@ def changelog(topics: Callable[..., str]) -> str:
     """A changelog topic whose records can be deleted from the front (a compacted-only one refuses that)."""
     config = {**ChangelogSettings().topic_config(), "cleanup.policy": "compact,delete", "retention.ms": "-1"}
     return topics(1, config, name="changelog")
-
-
-def _recreate(admin: KafkaAdmin, topic: str) -> None:
-    admin.delete_topics([topic])
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            admin.create_topic(topic, 1, ChangelogSettings().topic_config())
-            return
-        except Exception:
-            if time.monotonic() > deadline:  # the deletion is not through yet
-                raise
-            time.sleep(0.2)
 
 
 def test_a_recreated_changelog_is_rebuilt_from_the_local_checkpoint_dir(
@@ -56,7 +42,7 @@ def test_a_recreated_changelog_is_rebuilt_from_the_local_checkpoint_dir(
     finally:
         factory.close()
         producer.close()
-    _recreate(kafka_admin, changelog)
+    recreate_changelog(kafka_admin, changelog)
 
     # A new producer: the idempotent one keeps the sequence numbers of the deleted topic's partition.
     producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
